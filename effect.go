@@ -1,0 +1,271 @@
+package yella
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/yella-go/yella/store"
+)
+
+// Key is a composite effect key. Build it with MakeKey; a plain string is a
+// key too. The encoding is unambiguous: MakeKey("a:b", "c") and
+// MakeKey("a", "b:c") differ, and no plain string equals a composite key.
+type Key struct{ enc string }
+
+// MakeKey builds a composite key from parts.
+func MakeKey(parts ...string) Key {
+	if len(parts) == 1 {
+		return Key{"str:" + parts[0]}
+	}
+	b, _ := json.Marshal(parts) // strings always encode
+	return Key{"arr:v1:" + string(b)}
+}
+
+// String returns the encoded key as stored.
+func (k Key) String() string { return k.enc }
+
+// EffectKey is a string or a Key.
+type EffectKey interface{ ~string | Key }
+
+func encodeKey[K EffectKey](k K) string {
+	switch v := any(k).(type) {
+	case Key:
+		return v.enc
+	default:
+		return "str:" + fmt.Sprint(v)
+	}
+}
+
+// DecodeKey turns a stored key back into its parts, for display.
+func DecodeKey(enc string) []string {
+	if s, ok := strings.CutPrefix(enc, "str:"); ok {
+		return []string{s}
+	}
+	if s, ok := strings.CutPrefix(enc, "arr:v1:"); ok {
+		var parts []string
+		if json.Unmarshal([]byte(s), &parts) == nil {
+			return parts
+		}
+	}
+	return []string{enc}
+}
+
+// EffectOption configures one Effect call.
+type EffectOption func(*effectOpts)
+
+type effectOpts struct{ idempotent bool }
+
+// Idempotent declares that the effect's body is safe to run again with the
+// same idempotency key (EffectIdempotencyKey): an effect found started by
+// an attempt that is gone is then re-run instead of fencing the run. Use it
+// for APIs that deduplicate by key (payments, e-mail providers).
+func Idempotent() EffectOption { return func(o *effectOpts) { o.idempotent = true } }
+
+type idemKeyCtx struct{}
+
+// EffectIdempotencyKey returns, inside an effect body, a key that is the same
+// for every execution of that effect of that run: pass it to the downstream
+// API as its idempotency key.
+func EffectIdempotencyKey(ctx context.Context) string {
+	s, _ := ctx.Value(idemKeyCtx{}).(string)
+	return s
+}
+
+func idempotencyKey(runID, key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return "yella-" + runID + "-" + hex.EncodeToString(sum[:8])
+}
+
+// Effect runs fn at most once per run to completion and returns its result;
+// later attempts of the same run (retries, recovery after a crash) return
+// the stored result without calling fn. The result must round-trip through
+// JSON.
+//
+// The effect is recorded as started, durably, before fn runs. If an attempt
+// finds it started by an attempt that is gone (a crash or timeout while fn
+// ran), its outcome is unknown: the run is fenced (status fenced) for an
+// operator to re-run the effect (Engine.Retry) or record it as done
+// (Engine.CompleteEffect), unless the effect is Idempotent, in which case
+// fn runs again with the same EffectIdempotencyKey. An error from fn is
+// recorded, and the next attempt runs fn again.
+func Effect[T any, K EffectKey](c *Ctx, key K, fn func(ctx context.Context) (T, error), opts ...EffectOption) (T, error) {
+	var zero T
+	var o effectOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	a := c.a
+	k := encodeKey(key)
+	rec, err := a.beginEffect(k, o.idempotent)
+	if err != nil {
+		return zero, err
+	}
+	if rec != nil { // replay
+		var v T
+		if err := json.Unmarshal(nullIfEmpty(rec.Output), &v); err != nil {
+			return zero, &Error{Code: CodeInvalidPayload, Op: "effect", Msg: "stored output of " + k + " does not decode", Err: err}
+		}
+		a.e.publish(a.event(EffectReplay, func(ev *Event) { ev.EffectKey = k }))
+		return v, nil
+	}
+	ctx := context.Context(c)
+	if o.idempotent {
+		ctx = context.WithValue(ctx, idemKeyCtx{}, idempotencyKey(a.run.ID, k))
+	}
+	start := a.e.clock.Now()
+	v, ferr := callEffect(ctx, fn)
+	var out json.RawMessage
+	if ferr == nil {
+		out, err = json.Marshal(v)
+		if err != nil {
+			ferr = &Error{Code: CodeInvalidPayload, Op: "effect", Msg: "output of " + k + " is not JSON-encodable", Err: err}
+		}
+	}
+	dur := a.e.clock.Now().Sub(start)
+	if err := a.finishEffect(k, out, ferr); err != nil {
+		return zero, err
+	}
+	if ferr != nil {
+		a.e.publish(a.event(EffectError, func(ev *Event) { ev.EffectKey, ev.Error, ev.Duration = k, ferr.Error(), dur }))
+		return zero, ferr
+	}
+	a.e.publish(a.event(EffectComplete, func(ev *Event) { ev.EffectKey, ev.Duration = k, dur }))
+	return v, nil
+}
+
+func nullIfEmpty(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
+	}
+	return b
+}
+
+func callEffect[T any](ctx context.Context, fn func(context.Context) (T, error)) (v T, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = &Error{Code: CodePanic, Op: "effect", Msg: fmt.Sprint(p)}
+		}
+	}()
+	return fn(ctx)
+}
+
+// beginEffect decides what an Effect call does: replay (a stored record),
+// run (nil, nil) after recording the start, or fail.
+func (a *attempt) beginEffect(k string, idempotent bool) (*store.Effect, error) {
+	a.mu.Lock()
+	if err := a.fenceErr("effect"); err != nil {
+		a.mu.Unlock()
+		return nil, err
+	}
+	if a.inflight[k] {
+		a.mu.Unlock()
+		return nil, &Error{Code: CodeEffectInProgress, Op: "effect", Msg: "effect " + k + " is already running in this attempt"}
+	}
+	if rec, ok := a.effects[k]; ok {
+		switch rec.Status {
+		case store.EffectCompleted:
+			a.mu.Unlock()
+			return &rec, nil
+		case store.EffectStarted:
+			if !idempotent {
+				a.mu.Unlock()
+				a.abort(&effectFenced{key: k, epoch: rec.Epoch})
+				return nil, &Error{Code: CodeEffectFenced, Op: "effect", Msg: fmt.Sprintf("effect %s was started by attempt epoch %d and its outcome is unknown", k, rec.Epoch)}
+			}
+		}
+	}
+	if a.inflight == nil {
+		a.inflight = map[string]bool{}
+	}
+	a.inflight[k] = true
+	a.mu.Unlock()
+	err := a.e.store.StartEffect(a.e.io, a.run.ID, a.run.Epoch, k, a.e.clock.Now())
+	if err != nil {
+		a.mu.Lock()
+		delete(a.inflight, k)
+		a.mu.Unlock()
+		return nil, a.writeErr("effect", err)
+	}
+	return nil, nil
+}
+
+// finishEffect records fn's outcome. It is recorded even if the attempt was
+// aborted meanwhile: the side effect happened, and recording it keeps the
+// next attempt from running it again.
+func (a *attempt) finishEffect(k string, out json.RawMessage, ferr error) error {
+	now := a.e.clock.Now()
+	st, msg := store.EffectCompleted, ""
+	if ferr != nil {
+		st, msg, out = store.EffectFailed, ferr.Error(), nil
+	}
+	err := a.e.store.FinishEffect(a.e.io, a.run.ID, a.run.Epoch, k, st, out, msg, now)
+	a.mu.Lock()
+	delete(a.inflight, k)
+	if err == nil {
+		if a.effects == nil {
+			a.effects = map[string]store.Effect{}
+		}
+		a.effects[k] = store.Effect{RunID: a.run.ID, Key: k, Status: st, Epoch: a.run.Epoch, Output: out, Error: msg, CompletedAt: now}
+	}
+	a.mu.Unlock()
+	if err != nil {
+		return a.writeErr("effect", err)
+	}
+	return nil
+}
+
+// effectFenced is the abort cause of an attempt that met an effect started
+// by an attempt that is gone.
+type effectFenced struct {
+	key   string
+	epoch int64
+}
+
+func (e *effectFenced) Error() string {
+	return fmt.Sprintf("effect %s was started by attempt epoch %d and its outcome is unknown", e.key, e.epoch)
+}
+
+// fenceErr returns the error for a durable operation on an attempt that is
+// over, or nil. Callers hold a.mu.
+func (a *attempt) fenceErr(op string) error {
+	if !a.over.Load() && a.ctx.Err() == nil {
+		return nil
+	}
+	cause := context.Cause(a.ctx)
+	if cause == nil || errors.Is(cause, errAttemptDone) {
+		cause = errors.New("attempt finished")
+	}
+	return &Error{Code: CodeFenced, Op: op, Msg: "run " + a.run.ID + " is no longer owned by this attempt", Err: cause}
+}
+
+func (a *attempt) writeErr(op string, err error) error {
+	if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) {
+		return &Error{Code: CodeFenced, Op: op, Msg: "run " + a.run.ID + " is no longer owned by this attempt"}
+	}
+	return &Error{Code: CodeUnavailable, Op: op, Err: err}
+}
+
+func (a *attempt) setVar(key string, value json.RawMessage) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.fenceErr("set context"); err != nil {
+		return err
+	}
+	prev, had := a.vars[key]
+	a.vars[key] = value
+	enc, _ := json.Marshal(a.vars) // raw values are valid JSON
+	if err := a.e.store.SetContext(a.e.io, a.run.ID, a.run.Epoch, enc); err != nil {
+		if had {
+			a.vars[key] = prev
+		} else {
+			delete(a.vars, key)
+		}
+		return a.writeErr("set context", err)
+	}
+	return nil
+}

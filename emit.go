@@ -1,0 +1,174 @@
+package yella
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/yella-go/yella/store"
+)
+
+// EmitOption configures one emission.
+type EmitOption func(*emitOpts)
+
+type emitOpts struct{ key string }
+
+// IdempotencyKey makes the emission idempotent: for each (event, key), each
+// listening process is admitted at most once, ever (while the run is kept).
+// Repeats return the runs admitted before in Emission.Existing. A process
+// dropped at its cap does not consume the key.
+func IdempotencyKey(key string) EmitOption { return func(o *emitOpts) { o.key = key } }
+
+// Reason says why an emission admitted no new run.
+type Reason string
+
+// Reasons for an emission that admitted nothing.
+const (
+	// ReasonDuplicate: every listener was admitted before under the
+	// idempotency key (see Emission.Existing).
+	ReasonDuplicate Reason = "duplicate"
+	// ReasonAtCapacity: every listener not admitted before is at its
+	// concurrency cap (see Emission.Dropped).
+	ReasonAtCapacity Reason = "at-capacity"
+)
+
+// Emission reports what an Emit did.
+type Emission struct {
+	Runs     []string // ids of the runs admitted now, one per listener
+	Existing []string // runs admitted earlier under the same idempotency key
+	Dropped  []string // processes at their cap, for which nothing was admitted
+	Reason   Reason   // why no run was admitted now; "" if some were
+}
+
+// Emit admits one run per process listening to event, atomically, and
+// returns their ids. The payload is encoded as JSON (nil for none) and must
+// fit Config.MaxPayloadBytes. Emitting before Start admits the runs; they
+// execute once the engine starts.
+//
+// Errors: CodeUnknownEvent when no process listens, CodePayloadTooLarge,
+// CodeInvalidPayload, CodeStopped after Stop, CodeUnavailable when the
+// store fails. On error nothing is admitted.
+func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...EmitOption) (Emission, error) {
+	var o emitOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if e.isState(stateStopping) || e.isState(stateStopped) {
+		return Emission{}, &Error{Code: CodeStopped, Op: "emit", Msg: "engine is stopped"}
+	}
+	targets := e.listeners(event)
+	if len(targets) == 0 {
+		return Emission{}, &Error{Code: CodeUnknownEvent, Op: "emit", Msg: "no process listens to " + quote(event)}
+	}
+	enc, err := e.encodePayload(payload)
+	if err != nil {
+		err.(*Error).Op = "emit"
+		return Emission{}, err
+	}
+	res, err := e.store.Admit(ctx, store.Admission{
+		Event: event, Payload: enc, IdempotencyKey: o.key, Runs: newRuns(targets), Now: e.clock.Now(),
+	})
+	if err != nil {
+		return Emission{}, storeErr("emit", "", err)
+	}
+	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing)}
+	for i := range res.Admitted {
+		e.disp.Add(itemOf(&res.Admitted[i]))
+	}
+	for i := range res.Admitted {
+		e.publish(with(runEvent(&res.Admitted[i]), RunAdmitted))
+	}
+	for _, d := range res.Dropped {
+		em.Dropped = append(em.Dropped, d.Process)
+		e.publishDrop(event, d.Process, "")
+	}
+	if len(em.Runs) == 0 {
+		em.Reason = ReasonAtCapacity
+		if len(em.Dropped) == 0 {
+			em.Reason = ReasonDuplicate
+		}
+	}
+	return em, nil
+}
+
+func (e *Engine) publishDrop(event, process, correlation string) {
+	e.publish(Event{Type: RunDropped, EventName: event, Process: process, CorrelationID: correlation,
+		Error: "process " + process + " is at its concurrency cap"})
+}
+
+// EmitAndWait emits and waits until every run of the chains it admitted
+// (and, for a repeated idempotency key, of the runs admitted before) is
+// finished: completed, deferred, errored, dead or fenced. It returns the
+// root runs as they ended. Delayed retries are waited for; ctx bounds the
+// wait (an error with CodeDrainTimeout).
+func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opts ...EmitOption) ([]Run, error) {
+	em, err := e.Emit(ctx, event, payload, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ids := append(append([]string(nil), em.Runs...), em.Existing...)
+	out := make([]Run, 0, len(ids))
+	for _, id := range ids {
+		r, err := e.store.Run(ctx, id)
+		if err != nil {
+			return nil, storeErr("emit and wait", id, err)
+		}
+		ch := e.disp.CorrelationDone(r.CorrelationID)
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			e.disp.ForgetWaiter(r.CorrelationID, ch)
+			return nil, &Error{Code: CodeDrainTimeout, Op: "emit and wait", Msg: "chain " + r.CorrelationID + " still active", Err: ctx.Err()}
+		}
+		if r, err = e.store.Run(ctx, id); err != nil {
+			return nil, storeErr("emit and wait", id, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// encodePayload encodes v as JSON and checks its size. nil encodes to nil
+// (no payload); a json.RawMessage is used as is after validation.
+func (e *Engine) encodePayload(v any) (json.RawMessage, error) {
+	var b []byte
+	switch x := v.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		if !json.Valid(x) {
+			return nil, &Error{Code: CodeInvalidPayload, Msg: "payload is not valid JSON"}
+		}
+		b = append([]byte(nil), x...)
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, &Error{Code: CodeInvalidPayload, Msg: "payload is not JSON-encodable", Err: err}
+		}
+	}
+	if len(b) > e.cfg.MaxPayloadBytes {
+		return nil, &Error{Code: CodePayloadTooLarge, Msg: fmt.Sprintf("payload exceeds max size: %d bytes > %d", len(b), e.cfg.MaxPayloadBytes)}
+	}
+	return b, nil
+}
+
+func newRuns(targets []*registered) []store.NewRun {
+	out := make([]store.NewRun, len(targets))
+	for i, p := range targets {
+		out[i] = store.NewRun{ID: newID(), Process: p.Name, Limit: p.admitLimit()}
+	}
+	return out
+}
+
+// newID returns a time-ordered UUID (v7), so ids sort by creation.
+func newID() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }

@@ -1,0 +1,485 @@
+package yella
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/yella-go/yella/internal/clock"
+	"github.com/yella-go/yella/internal/dispatch"
+	"github.com/yella-go/yella/internal/obs"
+	"github.com/yella-go/yella/store"
+)
+
+// Engine runs registered processes durably on a store. Create it with New,
+// register processes, call Start, emit events; Stop it before closing the
+// store. All methods are safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	store store.Store
+	clock clock.Clock
+	log   *slog.Logger
+	owner string
+
+	regMu   sync.RWMutex
+	procs   map[string]*registered
+	byEvent map[string][]*registered
+
+	disp    *dispatch.Dispatcher
+	rec     *obs.Recorder
+	metrics counters
+	subs    subscribers
+
+	// io is the context of store calls: never cancelled, so that a hard stop
+	// can still record what it abandons.
+	io context.Context
+	// runCtx is the parent of every handler's context; a hard stop cancels
+	// it with errStopped.
+	runCtx  context.Context
+	stopRun context.CancelCauseFunc
+
+	mu       sync.Mutex
+	state    engineState
+	stopped  chan struct{} // closed when Stop has finished
+	running  map[string]*attempt
+	trackSeq uint64
+	timers   map[int]func() bool
+	timerSeq int
+	loopWG   sync.WaitGroup
+	loopsOff bool
+	backoff  time.Duration // claim-failure backoff
+}
+
+type engineState int
+
+const (
+	stateNew engineState = iota
+	stateStarted
+	stateStopping
+	stateStopped
+)
+
+// Abort causes of an attempt's context.
+var (
+	errAttemptDone = errors.New("attempt finished")
+	errCancelled   = errors.New("run cancelled")
+	errTimeout     = errors.New("handler timed out")
+	errStopped     = errors.New("engine stopped")
+	errLeaseLost   = errors.New("run lease lost")
+)
+
+// New validates cfg and returns an engine. It does not touch the store
+// until Start (or the first Emit).
+func New(cfg Config) (*Engine, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	owner := cfg.Owner
+	if owner == "" {
+		owner = uuid.NewString()
+	}
+	e := &Engine{
+		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Logger, owner: owner,
+		procs: map[string]*registered{}, byEvent: map[string][]*registered{},
+		rec: obs.NewRecorder(cfg.ObservabilityBucket), io: context.Background(),
+		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{},
+	}
+	e.runCtx, e.stopRun = context.WithCancelCause(context.Background())
+	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(it) }})
+	return e, nil
+}
+
+// Owner returns the id this engine uses in leases.
+func (e *Engine) Owner() string { return e.owner }
+
+// Register adds a process. Processes may be registered before or after
+// Start; runs of a process that is not registered when they are claimed
+// fail with CodeHandlerNotFound, so register everything before Start.
+func (e *Engine) Register(p Process) error {
+	if err := validateProcess(p); err != nil {
+		return err
+	}
+	e.regMu.Lock()
+	defer e.regMu.Unlock()
+	if _, dup := e.procs[p.Name]; dup {
+		return &Error{Code: CodeProcessAlreadyRegistered, Op: "register", Msg: "process already registered: " + p.Name}
+	}
+	r := &registered{Process: p}
+	r.Emits = append([]string(nil), p.Emits...)
+	e.procs[p.Name] = r
+	e.byEvent[p.On] = append(e.byEvent[p.On], r)
+	if p.Concurrency > 0 {
+		e.disp.SetLimit(p.Name, p.Concurrency)
+	}
+	return nil
+}
+
+// Processes returns the registered processes in registration order per
+// event, events sorted.
+func (e *Engine) Processes() []Process {
+	e.regMu.RLock()
+	defer e.regMu.RUnlock()
+	var out []Process
+	for _, ev := range sortedKeys(e.byEvent) {
+		for _, r := range e.byEvent[ev] {
+			out = append(out, r.Process)
+		}
+	}
+	return out
+}
+
+func (e *Engine) lookup(name string) *registered {
+	e.regMu.RLock()
+	defer e.regMu.RUnlock()
+	return e.procs[name]
+}
+
+func (e *Engine) listeners(event string) []*registered {
+	e.regMu.RLock()
+	defer e.regMu.RUnlock()
+	return e.byEvent[event]
+}
+
+// Start recovers and begins dispatching: runs abandoned by a dead owner
+// are reclaimed at once (see store.Store.Abandoned), idle runs are loaded,
+// and background work (heartbeats, lease sweeps, rollups, retention)
+// starts. It is idempotent. Register processes first: recovered runs are
+// executed as soon as Start returns.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	switch e.state {
+	case stateStarted:
+		e.mu.Unlock()
+		return nil
+	case stateStopping, stateStopped:
+		e.mu.Unlock()
+		return &Error{Code: CodeStopped, Op: "start", Msg: "engine was stopped"}
+	}
+	e.state = stateStarted
+	e.mu.Unlock()
+	fail := func(err error) error {
+		e.mu.Lock()
+		e.state = stateNew
+		e.mu.Unlock()
+		return storeErr("start", "", err)
+	}
+	if err := e.reclaim(ctx, true); err != nil {
+		return fail(err)
+	}
+	pend, err := e.store.Pending(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	items := make([]dispatch.Item, len(pend))
+	for i, p := range pend {
+		items[i] = dispatch.Item{ID: p.ID, Seq: p.Seq, Process: p.Process, Correlation: p.CorrelationID, RetryAt: p.RetryAt}
+	}
+	e.disp.Add(items...)
+	e.disp.Resume()
+	e.every(e.cfg.HeartbeatInterval, e.heartbeat)
+	e.every(e.cfg.ReclaimInterval, func() {
+		if err := e.reclaim(e.io, false); err != nil {
+			e.internalError("reclaim", err)
+		}
+	})
+	e.every(e.cfg.FlushInterval, e.flush)
+	if e.cfg.Retention > 0 || e.cfg.ObservabilityRetention > 0 {
+		e.every(e.cfg.RetentionInterval, e.prune)
+	}
+	e.log.Info("engine started", "owner", e.owner, "pending", len(pend))
+	return nil
+}
+
+func (e *Engine) isState(s engineState) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.state == s
+}
+
+// Drain waits until this engine has no idle or running run left (delayed
+// retries included; deferred runs count as done), or ctx ends, which gives
+// an error with CodeDrainTimeout. Runs owned by other engine instances are
+// not waited for.
+func (e *Engine) Drain(ctx context.Context) error {
+	e.mu.Lock()
+	st := e.state
+	e.mu.Unlock()
+	if st == stateNew {
+		return &Error{Code: CodeNotStarted, Op: "drain", Msg: "call Start first"}
+	}
+	select {
+	case <-e.disp.Idle():
+		return nil
+	case <-ctx.Done():
+		return &Error{Code: CodeDrainTimeout, Op: "drain", Msg: fmt.Sprintf("%d runs still active", e.disp.Active()), Err: ctx.Err()}
+	}
+}
+
+// Stop stops the engine. It stops admitting and claiming at once, then
+// waits for the attempts in flight to finish while heartbeats keep their
+// leases. If ctx ends first, it stops hard: handlers' contexts are
+// cancelled and their runs are recorded as abandoned (an attempt counted,
+// requeued within the retry budget), and Stop returns an error with
+// CodeGracefulStopTimeout. Either way background work stops and rollups are
+// flushed. The store stays open; close it after Stop. Stop is idempotent.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	switch e.state {
+	case stateNew:
+		e.state = stateStopped
+		close(e.stopped)
+		e.mu.Unlock()
+		return nil
+	case stateStopping, stateStopped:
+		e.mu.Unlock()
+		<-e.stopped
+		return nil
+	}
+	e.state = stateStopping
+	e.mu.Unlock()
+
+	e.disp.Pause()
+	var stopErr error
+	select {
+	case <-e.disp.Quiet():
+	case <-ctx.Done():
+		e.stopRun(errStopped)
+		<-e.disp.Quiet()
+		stopErr = &Error{Code: CodeGracefulStopTimeout, Op: "stop", Msg: "in-flight runs were abandoned", Err: ctx.Err()}
+	}
+	e.stopLoops()
+	e.flush()
+	e.disp.Close()
+	e.stopRun(errStopped)
+	e.mu.Lock()
+	e.state = stateStopped
+	close(e.stopped)
+	e.mu.Unlock()
+	e.log.Info("engine stopped", "graceful", stopErr == nil)
+	return stopErr
+}
+
+// every runs fn every d (engine clock) until Stop; runs never overlap.
+func (e *Engine) every(d time.Duration, fn func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.timerSeq++
+	id := e.timerSeq
+	var tick func()
+	tick = func() {
+		e.mu.Lock()
+		if e.loopsOff {
+			e.mu.Unlock()
+			return
+		}
+		e.loopWG.Add(1)
+		e.mu.Unlock()
+		fn()
+		e.mu.Lock()
+		if !e.loopsOff {
+			e.timers[id] = e.clock.AfterFunc(d, tick)
+		}
+		e.mu.Unlock()
+		e.loopWG.Done()
+	}
+	e.timers[id] = e.clock.AfterFunc(d, tick)
+}
+
+func (e *Engine) stopLoops() {
+	e.mu.Lock()
+	e.loopsOff = true
+	for _, stop := range e.timers {
+		stop()
+	}
+	e.mu.Unlock()
+	e.loopWG.Wait()
+}
+
+// sleep waits d on the engine clock; it returns false if the engine was
+// stopped hard meanwhile.
+func (e *Engine) sleep(d time.Duration) bool {
+	ch := make(chan struct{})
+	stop := e.clock.AfterFunc(d, func() { close(ch) })
+	select {
+	case <-ch:
+		return true
+	case <-e.runCtx.Done():
+		stop()
+		return false
+	}
+}
+
+func (e *Engine) heartbeat() {
+	e.mu.Lock()
+	seq := e.trackSeq
+	e.mu.Unlock()
+	now := e.clock.Now()
+	leases, err := e.store.Heartbeat(e.io, e.owner, now, now.Add(e.cfg.LeaseTimeout))
+	if err != nil {
+		e.internalError("heartbeat", err)
+		return
+	}
+	held := make(map[string]int64, len(leases))
+	for _, l := range leases {
+		held[l.RunID] = l.Epoch
+	}
+	var lost []*attempt
+	e.mu.Lock()
+	for id, a := range e.running {
+		if a.trackSeq > seq {
+			continue // claimed after the heartbeat began
+		}
+		if ep, ok := held[id]; !ok || ep != a.run.Epoch {
+			lost = append(lost, a)
+		}
+	}
+	e.mu.Unlock()
+	for _, a := range lost {
+		a.cancel(errLeaseLost)
+	}
+}
+
+// reclaim finds runs whose owner is gone and requeues (or dead-letters) them.
+// At start it reclaims everything the store reports; later sweeps skip the
+// runs this engine is executing, whose leases its own heartbeat renews.
+func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
+	const batch = 256
+	seen := map[string]bool{}
+	for {
+		now := e.clock.Now()
+		runs, err := e.store.Abandoned(ctx, e.owner, now, batch)
+		if err != nil {
+			return err
+		}
+		progress := false
+		for _, r := range runs {
+			if seen[r.ID] || (!atStart && e.tracked(r.ID)) {
+				continue
+			}
+			seen[r.ID] = true
+			progress = true
+			e.abandon(r, now, "lease expired", CodeLeaseExpired, true)
+		}
+		if len(runs) < batch || !progress {
+			return nil
+		}
+	}
+}
+
+// abandon records that the attempt holding r is gone: one attempt counted,
+// requeued within the retry budget, else dead-lettered.
+func (e *Engine) abandon(r store.Run, now time.Time, why string, code Code, reclaim bool) {
+	p := e.lookup(r.Process)
+	to, retryAt := e.failureOutcome(p, r.Attempts, true, now)
+	msg := why
+	if reclaim && r.LeaseOwner != "" {
+		msg = why + " (owner " + r.LeaseOwner + ")"
+	}
+	u := store.Update{RunID: r.ID, Epoch: r.Epoch, Reclaim: reclaim, Now: now, To: to, RetryAt: retryAt, Error: msg, ErrorCode: string(code), Note: why}
+	res, err := e.store.Update(e.io, u)
+	if err != nil {
+		if !errors.Is(err, store.ErrFenced) {
+			e.internalError("abandon", err)
+		}
+		return
+	}
+	ev := runEvent(&res.Run)
+	if reclaim {
+		e.publish(with(ev, LeaseReclaim))
+	}
+	e.afterFailure(&res.Run, ev, msg, code)
+}
+
+// failureOutcome decides where a run goes after a failed attempt number
+// attempts: retried (idle, not before retryAt) or final.
+func (e *Engine) failureOutcome(p *registered, attempts int, abandoned bool, now time.Time) (store.Status, time.Time) {
+	pol := e.cfg.Retry
+	if p != nil && p.Retry != nil {
+		pol = p.Retry
+	}
+	switch {
+	case pol != nil && attempts <= pol.Max:
+		if abandoned {
+			return store.StatusIdle, time.Time{}
+		}
+		return store.StatusIdle, now.Add(pol.delay(attempts))
+	case pol != nil:
+		return store.StatusDead, time.Time{}
+	case abandoned && attempts <= e.cfg.AbandonRetries:
+		return store.StatusIdle, time.Time{}
+	case abandoned:
+		return store.StatusDead, time.Time{}
+	}
+	return store.StatusErrored, time.Time{}
+}
+
+// afterFailure publishes the events of a failed attempt's outcome and
+// requeues a retried run.
+func (e *Engine) afterFailure(r *store.Run, ev Event, msg string, code Code) {
+	ev.Error, ev.Code = msg, code
+	switch r.Status {
+	case store.StatusIdle:
+		e.publish(with(ev, RunRetry))
+		e.disp.Add(itemOf(r))
+	case store.StatusDead:
+		e.publish(with(ev, RunDead))
+		e.publish(with(ev, RunError))
+	default:
+		e.publish(with(ev, RunError))
+	}
+}
+
+func (e *Engine) flush() {
+	if err := e.rec.Flush(e.io, e.store); err != nil {
+		e.log.Warn("observability flush failed; kept for the next one", "err", err)
+	}
+}
+
+func (e *Engine) prune() {
+	now := e.clock.Now()
+	req := store.PruneRequest{Limit: e.cfg.RetentionBatch}
+	if e.cfg.Retention > 0 {
+		req.CompletedBefore = now.Add(-e.cfg.Retention)
+	}
+	if e.cfg.ObservabilityRetention > 0 {
+		req.ObservabilityBefore = now.Add(-e.cfg.ObservabilityRetention)
+	}
+	for range 100 { // bounded per sweep; the next sweep continues
+		n, err := e.store.Prune(e.io, req)
+		if err != nil {
+			e.internalError("retention", err)
+			return
+		}
+		if n < req.Limit {
+			return
+		}
+		req.ObservabilityBefore = time.Time{}
+	}
+}
+
+func itemOf(r *store.Run) dispatch.Item {
+	return dispatch.Item{ID: r.ID, Seq: r.Seq, Process: r.Process, Correlation: r.CorrelationID, RetryAt: r.RetryAt}
+}
+
+func runEvent(r *store.Run) Event {
+	return Event{RunID: r.ID, CorrelationID: r.CorrelationID, ParentID: r.ParentID, Process: r.Process,
+		EventName: r.Event, Status: r.Status, Attempt: r.Attempts}
+}
+
+func with(ev Event, t EventType) Event {
+	ev.Type = t
+	return ev
+}
+
+func (e *Engine) tracked(id string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.running[id]
+	return ok
+}

@@ -1,0 +1,336 @@
+package yella
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/yella-go/yella/internal/dispatch"
+	"github.com/yella-go/yella/store"
+)
+
+// attempt is one execution of one run by this engine.
+type attempt struct {
+	e        *Engine
+	item     dispatch.Item
+	run      store.Run
+	proc     *registered
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	started  time.Time
+	trackSeq uint64
+
+	// over is set by whoever finalizes the attempt first: the handler
+	// returning, or an abort (timeout, cancel, lease loss, hard stop).
+	over       atomic.Bool
+	stopTimer  func() bool
+	stopAbortF func() bool
+
+	mu       sync.Mutex
+	vars     map[string]json.RawMessage
+	effects  map[string]store.Effect
+	inflight map[string]bool
+}
+
+// execute claims one dispatched run and executes it.
+func (e *Engine) execute(it dispatch.Item) {
+	now := e.clock.Now()
+	runs, err := e.store.Claim(e.io, store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)})
+	if err != nil {
+		e.internalError("claim", err)
+		if !e.isState(stateStopping) && !e.isState(stateStopped) {
+			// The run is still idle in the store; try it again later rather
+			// than forget it.
+			it.RetryAt = now.Add(e.nextBackoff())
+			e.disp.Add(it)
+		}
+		e.disp.Done(it)
+		return
+	}
+	e.resetBackoff()
+	if len(runs) == 0 { // cancelled or claimed meanwhile
+		e.disp.Done(it)
+		return
+	}
+	e.run(it, runs[0])
+}
+
+func (e *Engine) nextBackoff() time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.backoff = min(max(e.backoff*2, time.Second), 30*time.Second)
+	return e.backoff
+}
+
+func (e *Engine) resetBackoff() {
+	e.mu.Lock()
+	e.backoff = 0
+	e.mu.Unlock()
+}
+
+func (e *Engine) run(it dispatch.Item, r store.Run) {
+	a := &attempt{e: e, item: it, run: r, proc: e.lookup(r.Process), started: e.clock.Now()}
+	a.ctx, a.cancel = context.WithCancelCause(e.runCtx)
+	e.track(a)
+	if a.proc == nil {
+		a.over.Store(true)
+		a.finalize(Result{kind: resultFail, err: fmt.Errorf("no handler registered for process %s", r.Process), code: CodeHandlerNotFound}, false)
+		return
+	}
+	if len(r.Context) > 0 {
+		if err := json.Unmarshal(r.Context, &a.vars); err != nil {
+			e.internalError("decode context", err)
+		}
+	}
+	if a.vars == nil {
+		a.vars = map[string]json.RawMessage{}
+	}
+	if r.Epoch > 1 { // earlier attempts may have recorded effects
+		effs, err := e.store.Effects(e.io, r.ID)
+		if err != nil {
+			a.over.Store(true)
+			a.finalize(Result{kind: resultError, err: fmt.Errorf("load effects: %w", err), code: CodeUnavailable}, false)
+			return
+		}
+		a.effects = make(map[string]store.Effect, len(effs))
+		for _, f := range effs {
+			a.effects[f.Key] = f
+		}
+	}
+	timeout := e.cfg.HandlerTimeout
+	if a.proc.Timeout != 0 {
+		timeout = a.proc.Timeout
+	}
+	if timeout > 0 {
+		a.stopTimer = e.clock.AfterFunc(timeout, func() { a.cancel(errTimeout) })
+	}
+	a.stopAbortF = context.AfterFunc(a.ctx, a.aborted)
+	e.publish(a.event(RunStart, nil))
+	res := a.call()
+	if a.over.CompareAndSwap(false, true) {
+		a.finalize(res, false)
+	}
+}
+
+func (e *Engine) track(a *attempt) {
+	e.mu.Lock()
+	e.trackSeq++
+	a.trackSeq = e.trackSeq
+	e.running[a.run.ID] = a
+	e.mu.Unlock()
+}
+
+func (e *Engine) untrack(a *attempt) {
+	e.mu.Lock()
+	if e.running[a.run.ID] == a {
+		delete(e.running, a.run.ID)
+	}
+	e.mu.Unlock()
+}
+
+// call runs the handler, turning a panic into a thrown error.
+func (a *attempt) call() (res Result) {
+	defer func() {
+		if p := recover(); p != nil {
+			res = Result{kind: resultError, err: fmt.Errorf("handler panicked: %v", p), code: CodePanic}
+		}
+	}()
+	return a.proc.Run(&Ctx{Context: a.ctx, a: a})
+}
+
+// abort ends the attempt early with cause.
+func (a *attempt) abort(cause error) { a.cancel(cause) }
+
+// aborted runs when the attempt's context ends. If the handler has not
+// finished, the abort decides the outcome and frees the slot; the handler
+// keeps running in the background with every write fenced.
+func (a *attempt) aborted() {
+	cause := context.Cause(a.ctx)
+	if errors.Is(cause, errAttemptDone) || !a.over.CompareAndSwap(false, true) {
+		return
+	}
+	var ef *effectFenced
+	switch {
+	case errors.Is(cause, errTimeout):
+		a.finalize(Result{kind: resultError, err: errors.New("handler timed out"), code: CodeHandlerTimeout}, false)
+	case errors.As(cause, &ef):
+		a.finalize(Result{kind: resultFail, err: ef, code: CodeEffectFenced}, true)
+	case errors.Is(cause, errStopped):
+		a.release()
+		a.e.abandon(a.run, a.e.clock.Now(), "engine stopped", CodeStopped, false)
+		a.e.disp.Done(a.item)
+	default: // cancelled (already recorded) or lease lost (the new owner decides)
+		a.release()
+		a.e.disp.Done(a.item)
+	}
+}
+
+// release stops the attempt's timers and forgets it.
+func (a *attempt) release() {
+	if a.stopTimer != nil {
+		a.stopTimer()
+	}
+	if a.stopAbortF != nil {
+		a.stopAbortF()
+	}
+	a.cancel(errAttemptDone)
+	a.e.untrack(a)
+}
+
+// finalize records the attempt's outcome and frees its slot. Exactly one
+// caller (the one that set over) runs it.
+func (a *attempt) finalize(res Result, fenced bool) {
+	e := a.e
+	a.release()
+	defer e.disp.Done(a.item)
+	now := e.clock.Now()
+	dur := now.Sub(a.started)
+	u, depthExceeded := a.outcome(res, fenced, now)
+	var out store.UpdateResult
+	err := e.persist("finish", func() error {
+		var err error
+		out, err = e.store.Update(e.io, u)
+		return err
+	})
+	if err != nil {
+		if !errors.Is(err, store.ErrFenced) {
+			e.internalError("finish", err)
+		}
+		return
+	}
+	r := &out.Run
+	ev := runEvent(r)
+	ev.Duration = dur
+	for _, c := range out.Children.Admitted {
+		e.disp.Add(itemOf(&c))
+		e.publish(with(runEvent(&c), RunAdmitted))
+	}
+	for _, d := range out.Children.Dropped {
+		e.publishDrop(r.Then, d.Process, r.CorrelationID)
+	}
+	switch r.Status {
+	case store.StatusCompleted, store.StatusDeferred:
+		ev.Children = runIDs(out.Children.Admitted)
+		e.publish(with(ev, RunComplete))
+	case store.StatusFenced:
+		ev.Error, ev.Code = r.Error, Code(r.ErrorCode)
+		e.publish(with(ev, RunFenced))
+		e.publish(with(ev, RunError))
+	default:
+		if depthExceeded {
+			ev.Error, ev.Code = r.Error, Code(r.ErrorCode)
+			e.publish(with(ev, RunDepth))
+		}
+		e.afterFailure(r, ev, r.Error, Code(r.ErrorCode))
+	}
+}
+
+// outcome turns a handler result into the store update that records it.
+func (a *attempt) outcome(res Result, fenced bool, now time.Time) (store.Update, bool) {
+	e := a.e
+	u := store.Update{RunID: a.run.ID, Epoch: a.run.Epoch, Now: now}
+	thrown := func(err error, code Code) store.Update {
+		u.To, u.RetryAt = e.failureOutcome(a.proc, a.run.Attempts, false, now)
+		u.Error, u.ErrorCode = err.Error(), string(code)
+		switch u.To {
+		case store.StatusIdle:
+			u.Note = "retry scheduled"
+		case store.StatusDead:
+			u.Note = "dead-letter"
+		default:
+			u.Note = "failed"
+		}
+		return u
+	}
+	switch res.kind {
+	case resultFail:
+		u.To, u.Error, u.ErrorCode, u.Note = store.StatusErrored, res.err.Error(), string(res.code), "failed"
+		if fenced {
+			u.To, u.Note = store.StatusFenced, "effect fenced"
+		}
+		return u, false
+	case resultError:
+		return thrown(res.err, res.code), false
+	case resultNone:
+		return thrown(errors.New("handler returned an empty Result; return c.OK, c.Fail, c.Error or c.Defer"), ""), false
+	}
+	out, err := e.encodePayload(res.output)
+	if err != nil {
+		return thrown(err, CodeOf(err)), false
+	}
+	u.Output, u.Then = out, res.then
+	if res.kind == resultDefer {
+		u.To, u.Note = store.StatusDeferred, "deferred"
+		return u, false
+	}
+	u.To, u.Note = store.StatusCompleted, "completed"
+	if res.then == "" {
+		return u, false
+	}
+	if a.run.Depth+1 > e.cfg.MaxChainDepth {
+		u.To, u.Note, u.Output, u.Then = store.StatusErrored, "failed", nil, ""
+		u.Error = fmt.Sprintf("max chain depth exceeded: follow-up %s would be at depth %d (limit %d)", res.then, a.run.Depth+1, e.cfg.MaxChainDepth)
+		u.ErrorCode = string(CodeChainDepthExceeded)
+		return u, true
+	}
+	targets := e.listeners(res.then)
+	if len(targets) == 0 {
+		u.To, u.Note, u.Output, u.Then = store.StatusErrored, "failed", nil, ""
+		u.Error, u.ErrorCode = "follow-up event "+res.then+" was not admitted: no process listens to it", string(CodeNotAdmitted)
+		return u, false
+	}
+	a.mu.Lock()
+	vars, _ := json.Marshal(a.vars)
+	a.mu.Unlock()
+	u.Children = &store.Admission{
+		Event: res.then, Payload: out, Runs: newRuns(targets), ParentID: a.run.ID,
+		CorrelationID: a.run.CorrelationID, Depth: a.run.Depth + 1, Context: vars, Now: now,
+	}
+	u.NoChildren = &store.Outcome{To: store.StatusErrored, Note: "failed", ErrorCode: string(CodeNotAdmitted),
+		Error: "follow-up event " + res.then + " was not admitted: every listener is at its concurrency cap"}
+	return u, false
+}
+
+// persist runs a store write, retrying transient failures with backoff so
+// that a full disk or a locked file delays the engine without losing the
+// outcome. It gives up on fencing and when the engine is stopped hard.
+func (e *Engine) persist(op string, write func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := write()
+		if err == nil || errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
+			errors.Is(err, store.ErrInvalidStatus) || errors.Is(err, store.ErrClosed) {
+			return err
+		}
+		e.internalError(op, fmt.Errorf("%w (retrying in %s)", err, wait))
+		if !e.sleep(wait) {
+			return err
+		}
+		wait = min(wait*2, 30*time.Second)
+	}
+}
+
+func (a *attempt) event(t EventType, set func(*Event)) Event {
+	ev := runEvent(&a.run)
+	ev.Type = t
+	ev.Status = store.StatusRunning
+	if set != nil {
+		set(&ev)
+	}
+	return ev
+}
+
+func runIDs(rs []store.Run) []string {
+	if len(rs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(rs))
+	for i := range rs {
+		ids[i] = rs[i].ID
+	}
+	return ids
+}

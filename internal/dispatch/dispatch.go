@@ -1,0 +1,427 @@
+// Package dispatch decides which idle run starts next. It is the engine's
+// in-memory index of the store's idle runs: loaded once at start, fed by
+// admissions, retries and repairs, so nothing polls the database.
+//
+// A Dispatcher owns the fleet's execution slots and each process's running
+// cap. Runs become eligible in creation order (Seq); a run whose process is
+// at its cap waits aside without blocking other processes; a run with a
+// future RetryAt waits on one clock timer for the earliest of them.
+// There is no dispatcher goroutine: work is started from whichever goroutine
+// adds an item or finishes one, under the Dispatcher's lock.
+package dispatch
+
+import (
+	"container/heap"
+	"sync"
+	"time"
+
+	"github.com/yella-go/yella/internal/clock"
+)
+
+// Item is one idle run known to the dispatcher.
+type Item struct {
+	ID          string
+	Seq         int64
+	Process     string
+	Correlation string
+	RetryAt     time.Time
+}
+
+// Config configures a Dispatcher.
+type Config struct {
+	// Slots is the number of items that may be started and not yet Done.
+	Slots int
+	Clock clock.Clock
+	// Start is called, under the dispatcher's lock, for each item that takes
+	// a slot. It must not block or call back into the Dispatcher; it
+	// typically starts a goroutine.
+	Start func(Item)
+}
+
+// Stats is a snapshot of the dispatcher's queues.
+type Stats struct {
+	Ready     int            // eligible or waiting for a process slot
+	Delayed   int            // waiting for their RetryAt
+	Running   int            // started and not yet Done
+	ByProcess map[string]int // started and not yet Done, per process
+}
+
+type entry struct {
+	Item
+	index   int // position in its current heap
+	delayed bool
+	removed bool
+}
+
+// Dispatcher schedules items onto slots. It is safe for concurrent use.
+type Dispatcher struct {
+	mu       sync.Mutex
+	cfg      Config
+	paused   bool
+	ready    seqHeap
+	delayed  timeHeap
+	parked   map[string]*seqHeap // per process, waiting for a process slot
+	byID     map[string]*entry   // ready, parked or delayed
+	limits   map[string]int
+	running  int
+	byProc   map[string]int
+	corr     map[string]int // active items per correlation
+	idleW    []chan struct{} // closed when nothing waits or runs
+	runW     []chan struct{} // closed when nothing runs
+	nDelayed int
+	corrW    map[string][]chan struct{}
+	stopTmr  func() bool
+	tmrAt    time.Time
+	inactive int // ready+parked+delayed items
+}
+
+// New returns a paused dispatcher; call Resume to start work.
+func New(cfg Config) *Dispatcher {
+	return &Dispatcher{
+		cfg:    cfg,
+		paused: true,
+		parked: map[string]*seqHeap{},
+		byID:   map[string]*entry{},
+		limits: map[string]int{},
+		byProc: map[string]int{},
+		corr:   map[string]int{},
+		corrW:  map[string][]chan struct{}{},
+	}
+}
+
+// SetLimit caps how many items of process may run at once; 0 removes the cap.
+func (d *Dispatcher) SetLimit(process string, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if n <= 0 {
+		delete(d.limits, process)
+	} else {
+		d.limits[process] = n
+	}
+	d.unparkLocked(process)
+	d.fillLocked()
+}
+
+// Add makes items known. Items already known (by ID) are ignored.
+func (d *Dispatcher) Add(items ...Item) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := d.cfg.Clock.Now()
+	for _, it := range items {
+		if _, ok := d.byID[it.ID]; ok {
+			continue
+		}
+		e := &entry{Item: it}
+		d.byID[it.ID] = e
+		d.inactive++
+		d.corr[it.Correlation]++
+		if it.RetryAt.After(now) {
+			e.delayed = true
+			d.nDelayed++
+			heap.Push(&d.delayed, e)
+		} else {
+			heap.Push(&d.ready, e)
+		}
+	}
+	d.armLocked(now)
+	d.fillLocked()
+}
+
+// Remove forgets an item that has not started (a cancelled run). It reports
+// whether the item was waiting.
+func (d *Dispatcher) Remove(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, ok := d.byID[id]
+	if !ok {
+		return false
+	}
+	e.removed = true
+	if e.delayed {
+		d.nDelayed--
+	}
+	delete(d.byID, id)
+	d.inactive--
+	d.releaseCorrLocked(e.Correlation)
+	d.notifyIdleLocked()
+	return true
+}
+
+// Done releases the slot of a started item. Add follow-up items (children,
+// the retry of the same run) before calling Done, so waiters never see the
+// chain idle in between.
+func (d *Dispatcher) Done(it Item) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.running--
+	d.byProc[it.Process]--
+	if d.byProc[it.Process] <= 0 {
+		delete(d.byProc, it.Process)
+	}
+	d.releaseCorrLocked(it.Correlation)
+	d.unparkLocked(it.Process)
+	d.notifyIdleLocked()
+	d.fillLocked()
+}
+
+// Pause stops starting items; running ones continue.
+func (d *Dispatcher) Pause() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.paused = true
+}
+
+// Resume starts items again.
+func (d *Dispatcher) Resume() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.paused = false
+	d.armLocked(d.cfg.Clock.Now())
+	d.fillLocked()
+}
+
+// Close stops the retry timer. The dispatcher stays paused.
+func (d *Dispatcher) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.paused = true
+	if d.stopTmr != nil {
+		d.stopTmr()
+		d.stopTmr = nil
+	}
+}
+
+// Active reports how many items are waiting or running.
+func (d *Dispatcher) Active() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inactive + d.running
+}
+
+// Running reports how many items are started and not Done.
+func (d *Dispatcher) Running() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.running
+}
+
+// Stats returns a snapshot of the queues.
+func (d *Dispatcher) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := Stats{Delayed: d.nDelayed, Running: d.running, ByProcess: make(map[string]int, len(d.byProc))}
+	s.Ready = d.inactive - s.Delayed
+	for p, n := range d.byProc {
+		s.ByProcess[p] = n
+	}
+	return s
+}
+
+// Idle returns a channel closed once no item is waiting or running.
+func (d *Dispatcher) Idle() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch := make(chan struct{})
+	if d.running == 0 && d.inactive == 0 {
+		close(ch)
+		return ch
+	}
+	d.idleW = append(d.idleW, ch)
+	return ch
+}
+
+// Quiet returns a channel closed once no item is running (waiting items do
+// not count): what a stopping engine waits for.
+func (d *Dispatcher) Quiet() <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch := make(chan struct{})
+	if d.running == 0 {
+		close(ch)
+		return ch
+	}
+	d.runW = append(d.runW, ch)
+	return ch
+}
+
+// CorrelationDone returns a channel closed once no item of the correlation
+// is waiting or running.
+func (d *Dispatcher) CorrelationDone(corr string) <-chan struct{} {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ch := make(chan struct{})
+	if d.corr[corr] == 0 {
+		close(ch)
+		return ch
+	}
+	d.corrW[corr] = append(d.corrW[corr], ch)
+	return ch
+}
+
+// ForgetWaiter drops a waiter channel returned by CorrelationDone whose
+// caller gave up, so abandoned waits do not accumulate.
+func (d *Dispatcher) ForgetWaiter(corr string, ch <-chan struct{}) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	ws := d.corrW[corr]
+	for i, w := range ws {
+		if w == ch {
+			ws = append(ws[:i], ws[i+1:]...)
+			break
+		}
+	}
+	if len(ws) == 0 {
+		delete(d.corrW, corr)
+	} else {
+		d.corrW[corr] = ws
+	}
+}
+
+func (d *Dispatcher) releaseCorrLocked(corr string) {
+	d.corr[corr]--
+	if d.corr[corr] > 0 {
+		return
+	}
+	delete(d.corr, corr)
+	for _, w := range d.corrW[corr] {
+		close(w)
+	}
+	delete(d.corrW, corr)
+}
+
+func (d *Dispatcher) notifyIdleLocked() {
+	if d.running != 0 {
+		return
+	}
+	for _, w := range d.runW {
+		close(w)
+	}
+	d.runW = nil
+	if d.inactive != 0 {
+		return
+	}
+	for _, w := range d.idleW {
+		close(w)
+	}
+	d.idleW = nil
+}
+
+func (d *Dispatcher) atLimit(process string) bool {
+	lim, ok := d.limits[process]
+	return ok && d.byProc[process] >= lim
+}
+
+// unparkLocked moves the next parked item of process back to the ready heap
+// if the process has a free slot.
+func (d *Dispatcher) unparkLocked(process string) {
+	ph := d.parked[process]
+	for ph != nil && ph.Len() > 0 && !d.atLimit(process) {
+		e := heap.Pop(ph).(*entry)
+		if e.removed {
+			continue
+		}
+		heap.Push(&d.ready, e)
+		break
+	}
+	if ph != nil && ph.Len() == 0 {
+		delete(d.parked, process)
+	}
+}
+
+func (d *Dispatcher) fillLocked() {
+	for !d.paused && d.running < d.cfg.Slots && d.ready.Len() > 0 {
+		e := heap.Pop(&d.ready).(*entry)
+		if e.removed {
+			continue
+		}
+		if d.atLimit(e.Process) {
+			ph := d.parked[e.Process]
+			if ph == nil {
+				ph = &seqHeap{}
+				d.parked[e.Process] = ph
+			}
+			heap.Push(ph, e)
+			continue
+		}
+		delete(d.byID, e.ID)
+		d.inactive--
+		d.running++
+		d.byProc[e.Process]++
+		d.cfg.Start(e.Item)
+	}
+}
+
+// armLocked moves due delayed items to ready and arms the timer for the
+// earliest remaining one.
+func (d *Dispatcher) armLocked(now time.Time) {
+	for d.delayed.Len() > 0 {
+		e := d.delayed[0]
+		if e.removed {
+			heap.Pop(&d.delayed)
+			continue
+		}
+		if e.RetryAt.After(now) {
+			break
+		}
+		heap.Pop(&d.delayed)
+		e.delayed = false
+		d.nDelayed--
+		heap.Push(&d.ready, e)
+	}
+	if d.delayed.Len() == 0 || d.paused {
+		return
+	}
+	at := d.delayed[0].RetryAt
+	if d.stopTmr != nil {
+		if at.Equal(d.tmrAt) {
+			return
+		}
+		d.stopTmr()
+	}
+	d.tmrAt = at
+	d.stopTmr = d.cfg.Clock.AfterFunc(at.Sub(now), d.fire)
+}
+
+func (d *Dispatcher) fire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.stopTmr = nil
+	if d.paused {
+		return
+	}
+	d.armLocked(d.cfg.Clock.Now())
+	d.fillLocked()
+}
+
+type seqHeap []*entry
+
+func (h seqHeap) Len() int           { return len(h) }
+func (h seqHeap) Less(i, j int) bool { return h[i].Seq < h[j].Seq }
+func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *seqHeap) Push(x any)        { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
+func (h *seqHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}
+
+type timeHeap []*entry
+
+func (h timeHeap) Len() int { return len(h) }
+func (h timeHeap) Less(i, j int) bool {
+	if !h[i].RetryAt.Equal(h[j].RetryAt) {
+		return h[i].RetryAt.Before(h[j].RetryAt)
+	}
+	return h[i].Seq < h[j].Seq
+}
+func (h timeHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *timeHeap) Push(x any)   { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
+func (h *timeHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return e
+}

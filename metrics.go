@@ -1,0 +1,148 @@
+package yella
+
+import (
+	"context"
+	"maps"
+	"sync"
+	"sync/atomic"
+)
+
+// Metrics is a snapshot of the engine's counters and queues.
+type Metrics struct {
+	// Queue counts persisted runs by status (including work of other engine
+	// instances sharing the store).
+	Queue map[Status]int64
+	// Totals count lifecycle events since this engine was created.
+	Totals Totals
+	// Processes has one entry per registered process.
+	Processes map[string]ProcessMetrics
+	// Dispatcher is this engine's in-memory view of its work.
+	Dispatcher DispatcherMetrics
+}
+
+// Totals are lifecycle counters since the engine was created.
+type Totals struct {
+	Admitted, Dropped, Started, Completed, Failed int64
+	Retries, DeadLetters, Fenced, Resumes         int64
+	Cancels, ManualRetries, Requeues              int64
+	DepthExceeded, LeaseReclaims, InternalErrors  int64
+	EffectsCompleted, EffectsFailed               int64
+	EffectsReplayed, EffectsResolved              int64
+}
+
+// ProcessMetrics describes one process.
+type ProcessMetrics struct {
+	Event       string
+	Concurrency int   // 0: no cap
+	QueueLimit  int   // runs that may wait beyond the cap
+	InFlight    int   // attempts executing in this engine now
+	Dropped     int64 // events dropped at the cap since the engine was created
+}
+
+// DispatcherMetrics is this engine's view of its runs.
+type DispatcherMetrics struct {
+	Slots   int // fleet concurrency
+	Ready   int // idle and due, waiting for a slot
+	Delayed int // idle, waiting for a retry delay
+	Running int // executing
+}
+
+type counters struct {
+	admitted, dropped, started, completed, failed     atomic.Int64
+	retries, dead, fenced, resumes                    atomic.Int64
+	cancels, manualRetries, requeues                  atomic.Int64
+	depth, reclaims, internalErrors                   atomic.Int64
+	effCompleted, effFailed, effReplayed, effResolved atomic.Int64
+
+	mu    sync.Mutex
+	drops map[string]int64
+}
+
+func (m *counters) record(ev *Event) {
+	switch ev.Type {
+	case RunAdmitted:
+		m.admitted.Add(1)
+	case RunDropped:
+		m.dropped.Add(1)
+		m.mu.Lock()
+		if m.drops == nil {
+			m.drops = map[string]int64{}
+		}
+		m.drops[ev.Process]++
+		m.mu.Unlock()
+	case RunStart:
+		m.started.Add(1)
+	case RunComplete:
+		m.completed.Add(1)
+	case RunError:
+		m.failed.Add(1)
+	case RunRetry:
+		m.retries.Add(1)
+	case RunDead:
+		m.dead.Add(1)
+	case RunFenced:
+		m.fenced.Add(1)
+	case RunResume:
+		m.resumes.Add(1)
+	case RunCancel:
+		m.cancels.Add(1)
+	case RunRetryAsked:
+		m.manualRetries.Add(1)
+	case RunRequeue:
+		m.requeues.Add(1)
+	case RunDepth:
+		m.depth.Add(1)
+	case LeaseReclaim:
+		m.reclaims.Add(1)
+	case InternalError:
+		m.internalErrors.Add(1)
+	case EffectComplete:
+		m.effCompleted.Add(1)
+	case EffectError:
+		m.effFailed.Add(1)
+	case EffectReplay:
+		m.effReplayed.Add(1)
+	case EffectDone:
+		m.effResolved.Add(1)
+	}
+}
+
+func (m *counters) totals() Totals {
+	return Totals{
+		Admitted: m.admitted.Load(), Dropped: m.dropped.Load(), Started: m.started.Load(),
+		Completed: m.completed.Load(), Failed: m.failed.Load(), Retries: m.retries.Load(),
+		DeadLetters: m.dead.Load(), Fenced: m.fenced.Load(), Resumes: m.resumes.Load(),
+		Cancels: m.cancels.Load(), ManualRetries: m.manualRetries.Load(), Requeues: m.requeues.Load(),
+		DepthExceeded: m.depth.Load(), LeaseReclaims: m.reclaims.Load(), InternalErrors: m.internalErrors.Load(),
+		EffectsCompleted: m.effCompleted.Load(), EffectsFailed: m.effFailed.Load(),
+		EffectsReplayed: m.effReplayed.Load(), EffectsResolved: m.effResolved.Load(),
+	}
+}
+
+// Metrics returns a snapshot. Queue comes from the store; the rest is in
+// memory. The returned value shares nothing with the engine.
+func (e *Engine) Metrics(ctx context.Context) (Metrics, error) {
+	q, err := e.store.Counts(ctx)
+	if err != nil {
+		return Metrics{}, storeErr("metrics", "", err)
+	}
+	st := e.disp.Stats()
+	m := Metrics{
+		Queue:      q,
+		Totals:     e.metrics.totals(),
+		Processes:  map[string]ProcessMetrics{},
+		Dispatcher: DispatcherMetrics{Slots: e.cfg.Concurrency, Ready: st.Ready, Delayed: st.Delayed, Running: st.Running},
+	}
+	e.metrics.mu.Lock()
+	drops := maps.Clone(e.metrics.drops)
+	e.metrics.mu.Unlock()
+	e.regMu.RLock()
+	for name, p := range e.procs {
+		m.Processes[name] = ProcessMetrics{
+			Event: p.On, Concurrency: p.Concurrency, QueueLimit: p.Overflow.queue,
+			InFlight: st.ByProcess[name], Dropped: drops[name],
+		}
+	}
+	e.regMu.RUnlock()
+	return m, nil
+}

@@ -1,0 +1,136 @@
+package yella
+
+import (
+	"fmt"
+	"time"
+)
+
+// Process binds a handler to one event. Several processes may listen to
+// the same event (fan-out); each emission creates one run per listener, in
+// registration order.
+type Process struct {
+	// Name identifies the process; unique per engine. Required.
+	Name string
+	// On is the event the process listens to. Required.
+	On string
+	// Run is the handler. Required.
+	Run func(*Ctx) Result
+	// Emits declares the follow-up events the handler may produce, for the
+	// event graph. Optional; undeclared follow-ups still work.
+	Emits []string
+
+	// Concurrency caps this process's runs. With the default Drop overflow
+	// it caps active runs (idle or running) at admission, as the original
+	// engine did: events beyond it are dropped, counted and reported. With
+	// Queue(n) at most Concurrency run at once and up to n more wait.
+	// 0 means no cap.
+	Concurrency int
+	// Overflow says what happens to events beyond the cap. Defaults to Drop.
+	Overflow Overflow
+	// Retry overrides the engine's retry policy for this process.
+	Retry *Retry
+	// Timeout overrides Config.HandlerTimeout; negative disables it.
+	Timeout time.Duration
+	// Version is stamped on every run it executes (Run.Version).
+	Version string
+}
+
+// Overflow is a per-process policy for events beyond its Concurrency cap.
+type Overflow struct {
+	queue int
+}
+
+// Drop admits nothing beyond the cap: the event is dropped for that
+// process, counted, and reported by Emit and a run:drop event.
+var Drop = Overflow{}
+
+// Queue lets up to limit runs wait beyond the cap; only events beyond that
+// are dropped. Queued runs are durable like any other.
+func Queue(limit int) Overflow { return Overflow{queue: limit} }
+
+// QueueLimit reports how many runs may wait beyond the cap (0 for Drop).
+func (o Overflow) QueueLimit() int { return o.queue }
+
+// Retry is a retry policy for thrown errors (Ctx.Error, a returned error, a
+// panic or a timeout) and for abandoned attempts. Failures returned with
+// Ctx.Fail are never retried.
+type Retry struct {
+	// Max is the number of retries after the first attempt. 0 means a first
+	// failure is final (and the run goes to the dead letters).
+	Max int
+	// Backoff gives the delay before retry n (n = 1 for the first retry).
+	// Defaults to Fixed(time.Second).
+	Backoff Backoff
+}
+
+func (r *Retry) validate(field string) error {
+	if r.Max < 0 {
+		return invalid(field+".Max", "must be >= 0, got %d", r.Max)
+	}
+	return nil
+}
+
+func (r *Retry) delay(n int) time.Duration {
+	if r.Backoff == nil {
+		return time.Second
+	}
+	return max(r.Backoff(n), 0)
+}
+
+// Backoff returns the delay before retry n (n >= 1).
+type Backoff func(n int) time.Duration
+
+// Fixed waits d before every retry.
+func Fixed(d time.Duration) Backoff { return func(int) time.Duration { return d } }
+
+// Exponential waits base, 2·base, 4·base … before retries 1, 2, 3 …,
+// capped at one hour.
+func Exponential(base time.Duration) Backoff {
+	return func(n int) time.Duration {
+		d := base
+		for i := 1; i < n && d < time.Hour; i++ {
+			d *= 2
+		}
+		return min(d, time.Hour)
+	}
+}
+
+// registered is a process with its derived settings.
+type registered struct {
+	Process
+}
+
+// admitLimit is the cap on active runs at admission (0: none).
+func (p *registered) admitLimit() int {
+	if p.Concurrency <= 0 {
+		return 0
+	}
+	return p.Concurrency + p.Overflow.queue
+}
+
+func validateProcess(p Process) error {
+	bad := func(field, format string, args ...any) error {
+		return &Error{Code: CodeInvalidConfig, Op: "register", Field: "Process." + field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case p.Name == "":
+		return bad("Name", "is required")
+	case p.On == "":
+		return bad("On", "is required (process %q)", p.Name)
+	case p.Run == nil:
+		return bad("Run", "is required (process %q)", p.Name)
+	case p.Concurrency < 0:
+		return bad("Concurrency", "must not be negative, got %d (process %q)", p.Concurrency, p.Name)
+	case p.Overflow.queue < 0:
+		return bad("Overflow", "queue limit must not be negative, got %d (process %q)", p.Overflow.queue, p.Name)
+	case p.Overflow.queue > 0 && p.Concurrency == 0:
+		return bad("Overflow", "a queue needs a Concurrency cap (process %q)", p.Name)
+	}
+	if p.Retry != nil {
+		if err := p.Retry.validate("Process.Retry"); err != nil {
+			err.(*Error).Op = "register"
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package yella
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/yella-go/yella/store"
+)
+
+// Run is one execution record of one process for one emission.
+type Run = store.Run
+
+// Status is the operator-facing status of a run.
+type Status = store.Status
+
+// State is the raw lifecycle state of a run.
+type State = store.State
+
+// TimelineEntry is one transition of a run.
+type TimelineEntry = store.TimelineEntry
+
+// EffectRecord is the stored record of one effect of a run.
+type EffectRecord = store.Effect
+
+// Order of a run listing.
+type Order = store.Order
+
+// Statuses and states, re-exported from package store.
+const (
+	StatusIdle      = store.StatusIdle
+	StatusRunning   = store.StatusRunning
+	StatusCompleted = store.StatusCompleted
+	StatusDeferred  = store.StatusDeferred
+	StatusErrored   = store.StatusErrored
+	StatusDead      = store.StatusDead
+	StatusFenced    = store.StatusFenced
+
+	StateIdle      = store.StateIdle
+	StateRunning   = store.StateRunning
+	StateCompleted = store.StateCompleted
+	StateErrored   = store.StateErrored
+
+	NewestFirst = store.NewestFirst
+	OldestFirst = store.OldestFirst
+)
+
+// Default and maximum page sizes of Runs.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 1000
+)
+
+// RunQuery selects and pages runs. Empty fields do not filter.
+type RunQuery struct {
+	Process       string
+	Event         string
+	Status        []Status // any of these
+	State         State    // a raw state: adds the statuses that refine it
+	RootOnly      bool
+	CorrelationID string
+	Order         Order
+	Limit         int    // defaults to DefaultPageSize; at most MaxPageSize
+	Cursor        string // RunPage.Next of the previous page
+	WithTotal     bool   // also count every match (costs a count query)
+}
+
+// RunPage is one page of runs.
+type RunPage struct {
+	Runs  []Run
+	Next  string // cursor of the next page; "" on the last page
+	Total int64  // with RunQuery.WithTotal
+}
+
+func badQuery(format string, args ...any) error {
+	return &Error{Code: CodeInvalidQuery, Op: "runs", Msg: fmt.Sprintf(format, args...)}
+}
+
+// filter validates q and turns it into a store filter.
+func (q RunQuery) filter() (store.RunFilter, error) {
+	f := store.RunFilter{Process: q.Process, Event: q.Event, RootOnly: q.RootOnly, CorrelationID: q.CorrelationID, Order: q.Order, Limit: q.Limit}
+	for _, s := range q.Status {
+		if !s.Valid() {
+			return f, badQuery("unknown status %q", s)
+		}
+		f.Statuses = append(f.Statuses, s)
+	}
+	if q.State != "" {
+		ss := store.StatusesOf(q.State)
+		if ss == nil {
+			return f, badQuery("unknown state %q", q.State)
+		}
+		f.Statuses = append(f.Statuses, ss...)
+	}
+	if q.Order != NewestFirst && q.Order != OldestFirst {
+		return f, badQuery("unknown order %d", q.Order)
+	}
+	switch {
+	case q.Limit < 0:
+		return f, badQuery("limit must not be negative, got %d", q.Limit)
+	case q.Limit == 0:
+		f.Limit = DefaultPageSize
+	case q.Limit > MaxPageSize:
+		f.Limit = MaxPageSize
+	}
+	if q.Cursor != "" {
+		s, ok := strings.CutPrefix(q.Cursor, "s")
+		n, err := strconv.ParseInt(s, 10, 64)
+		if !ok || err != nil || n <= 0 {
+			return f, badQuery("malformed cursor %q", q.Cursor)
+		}
+		f.After = n
+	}
+	return f, nil
+}
+
+// Runs lists runs matching q, a page at a time, in creation order (newest
+// first unless q.Order says otherwise).
+func (e *Engine) Runs(ctx context.Context, q RunQuery) (RunPage, error) {
+	f, err := q.filter()
+	if err != nil {
+		return RunPage{}, err
+	}
+	want := f.Limit
+	f.Limit++ // one more tells whether a next page exists
+	runs, err := e.store.Runs(ctx, f)
+	if err != nil {
+		return RunPage{}, storeErr("runs", "", err)
+	}
+	var p RunPage
+	if len(runs) > want {
+		runs = runs[:want]
+		p.Next = "s" + strconv.FormatInt(runs[want-1].Seq, 10)
+	}
+	p.Runs = runs
+	if q.WithTotal {
+		if p.Total, err = e.store.CountRuns(ctx, f); err != nil {
+			return RunPage{}, storeErr("runs", "", err)
+		}
+	}
+	return p, nil
+}
+
+// Run returns one run.
+func (e *Engine) Run(ctx context.Context, id string) (Run, error) {
+	r, err := e.store.Run(ctx, id)
+	return r, storeErr("run", id, err)
+}
+
+// Chain returns every run of a chain, by depth then creation. id may be the
+// correlation id or the id of any run in the chain.
+func (e *Engine) Chain(ctx context.Context, id string) ([]Run, error) {
+	runs, err := e.store.Chain(ctx, id)
+	if err != nil {
+		return nil, storeErr("chain", id, err)
+	}
+	if len(runs) > 0 {
+		return runs, nil
+	}
+	r, err := e.store.Run(ctx, id)
+	if err != nil {
+		return nil, storeErr("chain", id, err)
+	}
+	runs, err = e.store.Chain(ctx, r.CorrelationID)
+	return runs, storeErr("chain", id, err)
+}
+
+// Timeline returns a run's transitions in order.
+func (e *Engine) Timeline(ctx context.Context, runID string) ([]TimelineEntry, error) {
+	tl, err := e.store.Timeline(ctx, runID)
+	return tl, storeErr("timeline", runID, err)
+}
+
+// Effects returns a run's effect records.
+func (e *Engine) Effects(ctx context.Context, runID string) ([]EffectRecord, error) {
+	if _, err := e.store.Run(ctx, runID); err != nil {
+		return nil, storeErr("effects", runID, err)
+	}
+	effs, err := e.store.Effects(ctx, runID)
+	return effs, storeErr("effects", runID, err)
+}
+
+// GraphNode is a process in the event graph.
+type GraphNode struct {
+	Name  string
+	On    string
+	Emits []string
+}
+
+// GraphEdge links a process to a process listening to an event it emits.
+type GraphEdge struct {
+	From, Event, To string
+}
+
+// Graph is the static topology declared by Process.Emits.
+type Graph struct {
+	Nodes []GraphNode
+	Edges []GraphEdge
+}
+
+// Graph returns the event graph of the registered processes.
+func (e *Engine) Graph() Graph {
+	e.regMu.RLock()
+	defer e.regMu.RUnlock()
+	var g Graph
+	names := sortedKeys(e.procs)
+	for _, n := range names {
+		p := e.procs[n]
+		g.Nodes = append(g.Nodes, GraphNode{Name: p.Name, On: p.On, Emits: append([]string{}, p.Emits...)})
+		for _, ev := range p.Emits {
+			for _, l := range e.byEvent[ev] {
+				g.Edges = append(g.Edges, GraphEdge{From: p.Name, Event: ev, To: l.Name})
+			}
+		}
+	}
+	return g
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

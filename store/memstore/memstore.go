@@ -1,0 +1,726 @@
+// Package memstore is an in-memory store.Store for tests, examples and
+// short-lived scripts. Nothing survives the process. It keeps the same
+// contract as the durable stores (checked by store/storetest), including
+// detached copies: records handed out never share memory with the store.
+package memstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/yella-go/yella/store"
+)
+
+// Store is an in-memory store.Store. The zero value is not usable; call New.
+type Store struct {
+	mu       sync.Mutex
+	closed   bool
+	seq      int64
+	runs     map[string]*store.Run
+	order    []*store.Run // by Seq; pruned runs are removed lazily
+	pruned   int          // entries of order that are pruned
+	children map[string][]string
+	corr     map[string][]string
+	idem     map[string]string // event\x00key\x00process → run id
+	running  map[string]*store.Run
+	active   map[string]int // process → idle+running runs
+	counts   map[store.Status]int64
+	timeline map[string][]store.TimelineEntry
+	effects  map[string]map[string]*store.Effect
+	rollups  map[rollupKey]*store.Rollup
+	errors   []store.ErrorRecord
+	errSeq   int64
+}
+
+type rollupKey struct {
+	bucket  int64
+	process string
+}
+
+var _ store.Store = (*Store)(nil)
+
+// New returns an empty store.
+func New() *Store {
+	return &Store{
+		runs:     map[string]*store.Run{},
+		children: map[string][]string{},
+		corr:     map[string][]string{},
+		idem:     map[string]string{},
+		running:  map[string]*store.Run{},
+		active:   map[string]int{},
+		counts:   map[store.Status]int64{},
+		timeline: map[string][]store.TimelineEntry{},
+		effects:  map[string]map[string]*store.Effect{},
+		rollups:  map[rollupKey]*store.Rollup{},
+	}
+}
+
+func cloneRaw(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return append(json.RawMessage(nil), b...)
+}
+
+func cloneRun(r *store.Run) store.Run {
+	c := *r
+	c.Payload = cloneRaw(r.Payload)
+	c.Context = cloneRaw(r.Context)
+	c.Output = cloneRaw(r.Output)
+	return c
+}
+
+func idemKey(event, key, process string) string {
+	return event + "\x00" + key + "\x00" + process
+}
+
+func (s *Store) lock() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// setStatus moves r to status to and keeps the derived indexes in step.
+func (s *Store) setStatus(r *store.Run, to store.Status) {
+	from := r.Status
+	if from != "" {
+		s.counts[from]--
+		if from.Active() {
+			s.active[r.Process]--
+		}
+		if from == store.StatusRunning {
+			delete(s.running, r.ID)
+		}
+	}
+	r.Status = to
+	s.counts[to]++
+	if to.Active() {
+		s.active[r.Process]++
+	}
+	if to == store.StatusRunning {
+		s.running[r.ID] = r
+	}
+}
+
+func (s *Store) appendTimeline(r *store.Run, at time.Time, errMsg, code, note string) {
+	tl := s.timeline[r.ID]
+	s.timeline[r.ID] = append(tl, store.TimelineEntry{
+		N: len(tl) + 1, At: at, Status: r.Status, Attempt: r.Attempts,
+		Error: errMsg, Code: code, Note: note,
+	})
+}
+
+// Admit implements store.Store.
+func (s *Store) Admit(ctx context.Context, a store.Admission) (store.AdmitResult, error) {
+	if err := s.lock(); err != nil {
+		return store.AdmitResult{}, err
+	}
+	defer s.mu.Unlock()
+	return s.admit(a)
+}
+
+func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
+	var res store.AdmitResult
+	if a.ParentID != "" {
+		if _, ok := s.runs[a.ParentID]; !ok {
+			return res, store.ErrNotFound
+		}
+	}
+	for _, nr := range a.Runs {
+		if a.IdempotencyKey != "" {
+			if id, ok := s.idem[idemKey(a.Event, a.IdempotencyKey, nr.Process)]; ok {
+				if r, ok := s.runs[id]; ok {
+					res.Existing = append(res.Existing, cloneRun(r))
+					continue
+				}
+			}
+		}
+		if nr.Limit > 0 && s.active[nr.Process] >= nr.Limit {
+			res.Dropped = append(res.Dropped, nr)
+			continue
+		}
+		s.seq++
+		r := &store.Run{
+			ID: nr.ID, Seq: s.seq, Process: nr.Process, Event: a.Event,
+			CorrelationID: a.CorrelationID, ParentID: a.ParentID, Depth: a.Depth,
+			Payload: cloneRaw(a.Payload), Context: cloneRaw(a.Context),
+			IdempotencyKey: a.IdempotencyKey, CreatedAt: a.Now,
+		}
+		if r.CorrelationID == "" {
+			r.CorrelationID = r.ID
+		}
+		s.runs[r.ID] = r
+		s.order = append(s.order, r)
+		s.setStatus(r, store.StatusIdle)
+		s.appendTimeline(r, a.Now, "", "", "admitted")
+		s.corr[r.CorrelationID] = append(s.corr[r.CorrelationID], r.ID)
+		if r.ParentID != "" {
+			s.children[r.ParentID] = append(s.children[r.ParentID], r.ID)
+		}
+		if a.IdempotencyKey != "" {
+			s.idem[idemKey(a.Event, a.IdempotencyKey, nr.Process)] = r.ID
+		}
+		res.Admitted = append(res.Admitted, cloneRun(r))
+	}
+	return res, nil
+}
+
+func (s *Store) deleteRun(r *store.Run) {
+	s.counts[r.Status]--
+	if r.Status.Active() {
+		s.active[r.Process]--
+	}
+	delete(s.running, r.ID)
+	delete(s.runs, r.ID)
+	delete(s.timeline, r.ID)
+	delete(s.effects, r.ID)
+	delete(s.children, r.ID)
+	s.corr[r.CorrelationID] = removeID(s.corr[r.CorrelationID], r.ID)
+	if len(s.corr[r.CorrelationID]) == 0 {
+		delete(s.corr, r.CorrelationID)
+	}
+	if r.ParentID != "" {
+		s.children[r.ParentID] = removeID(s.children[r.ParentID], r.ID)
+		if len(s.children[r.ParentID]) == 0 {
+			delete(s.children, r.ParentID)
+		}
+	}
+	if r.IdempotencyKey != "" {
+		delete(s.idem, idemKey(r.Event, r.IdempotencyKey, r.Process))
+	}
+	s.pruned++
+}
+
+func removeID(ids []string, id string) []string {
+	for i, v := range ids {
+		if v == id {
+			return append(ids[:i:i], ids[i+1:]...)
+		}
+	}
+	return ids
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Run
+	for _, id := range req.IDs {
+		r, ok := s.runs[id]
+		if !ok || r.Status != store.StatusIdle || r.RetryAt.After(req.Now) {
+			continue
+		}
+		s.setStatus(r, store.StatusRunning)
+		r.Epoch++
+		r.Attempts++
+		r.LeaseOwner = req.Owner
+		r.LeaseExpires = req.LeaseUntil
+		r.StartedAt = req.Now
+		r.RetryAt = time.Time{}
+		r.Output = nil
+		s.appendTimeline(r, req.Now, "", "", "claimed")
+		out = append(out, cloneRun(r))
+	}
+	return out, nil
+}
+
+func statusIn(st store.Status, set []store.Status) bool {
+	for _, v := range set {
+		if v == st {
+			return true
+		}
+	}
+	return false
+}
+
+// Update implements store.Store.
+func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
+	if err := s.lock(); err != nil {
+		return store.UpdateResult{}, err
+	}
+	defer s.mu.Unlock()
+	r, ok := s.runs[u.RunID]
+	if !ok {
+		return store.UpdateResult{}, store.ErrNotFound
+	}
+	if u.Epoch != 0 {
+		if r.Status != store.StatusRunning || r.Epoch != u.Epoch {
+			return store.UpdateResult{}, store.ErrFenced
+		}
+		if u.Reclaim && r.LeaseExpires.After(u.Now) {
+			return store.UpdateResult{}, store.ErrFenced
+		}
+	}
+	if len(u.From) > 0 && !statusIn(r.Status, u.From) {
+		return store.UpdateResult{}, &store.StatusError{RunID: r.ID, Status: r.Status}
+	}
+	to, errMsg, code, note := u.To, u.Error, u.ErrorCode, u.Note
+	var res store.UpdateResult
+	if u.Children != nil {
+		ch, err := s.admit(*u.Children)
+		if err != nil {
+			return res, err
+		}
+		if len(ch.Admitted) == 0 {
+			if u.RequireChildren || u.NoChildren == nil {
+				return res, store.ErrNotAdmitted
+			}
+			to, errMsg, code, note = u.NoChildren.To, u.NoChildren.Error, u.NoChildren.ErrorCode, u.NoChildren.Note
+		}
+		res.Children = ch
+	}
+	s.setStatus(r, to)
+	r.Error, r.ErrorCode = errMsg, code
+	r.LeaseOwner, r.LeaseExpires = "", time.Time{}
+	switch to {
+	case store.StatusCompleted, store.StatusDeferred:
+		r.Output = cloneRaw(u.Output)
+		r.Then = u.Then
+	case store.StatusIdle:
+		r.Output = nil
+		r.RetryAt = u.RetryAt
+	}
+	if to.Active() {
+		r.CompletedAt = time.Time{}
+	} else {
+		r.CompletedAt = u.Now
+	}
+	if u.ResetAttempts {
+		r.Attempts = 0
+	}
+	effs := s.effects[r.ID]
+	if u.ClearStartedEffects {
+		for k, e := range effs {
+			if e.Status == store.EffectStarted {
+				delete(effs, k)
+			}
+		}
+	}
+	if d := u.CompleteEffect; d != nil {
+		if effs == nil {
+			effs = map[string]*store.Effect{}
+			s.effects[r.ID] = effs
+		}
+		e := effs[d.Key]
+		if e == nil {
+			e = &store.Effect{RunID: r.ID, Key: d.Key, StartedAt: u.Now, Epoch: r.Epoch}
+			effs[d.Key] = e
+		}
+		e.Status, e.Output, e.Error, e.CompletedAt = store.EffectCompleted, cloneRaw(d.Output), "", u.Now
+	}
+	s.appendTimeline(r, u.Now, errMsg, code, note)
+	res.Run = cloneRun(r)
+	return res, nil
+}
+
+// SetContext implements store.Store.
+func (s *Store) SetContext(ctx context.Context, runID string, epoch int64, c json.RawMessage) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	r, ok := s.runs[runID]
+	if !ok {
+		return store.ErrNotFound
+	}
+	if r.Status != store.StatusRunning || r.Epoch != epoch {
+		return store.ErrFenced
+	}
+	r.Context = cloneRaw(c)
+	return nil
+}
+
+// Heartbeat implements store.Store.
+func (s *Store) Heartbeat(ctx context.Context, owner string, now, until time.Time) ([]store.Lease, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Lease
+	for _, r := range s.running {
+		if r.LeaseOwner == owner {
+			r.LeaseExpires = until
+			out = append(out, store.Lease{RunID: r.ID, Epoch: r.Epoch})
+		}
+	}
+	return out, nil
+}
+
+// Abandoned implements store.Store. An in-memory store cannot know whether
+// another owner is gone, so only expired leases count.
+func (s *Store) Abandoned(ctx context.Context, self string, now time.Time, limit int) ([]store.Run, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Run
+	for _, r := range s.running {
+		if !r.LeaseExpires.After(now) {
+			out = append(out, cloneRun(r))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// StartEffect implements store.Store.
+func (s *Store) StartEffect(ctx context.Context, runID string, epoch int64, key string, now time.Time) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	r, ok := s.runs[runID]
+	if !ok {
+		return store.ErrNotFound
+	}
+	if r.Status != store.StatusRunning || r.Epoch != epoch {
+		return store.ErrFenced
+	}
+	effs := s.effects[runID]
+	if effs == nil {
+		effs = map[string]*store.Effect{}
+		s.effects[runID] = effs
+	}
+	if e := effs[key]; e != nil && e.Status == store.EffectCompleted {
+		return store.ErrFenced
+	}
+	effs[key] = &store.Effect{RunID: runID, Key: key, Status: store.EffectStarted, Epoch: epoch, StartedAt: now}
+	return nil
+}
+
+// FinishEffect implements store.Store.
+func (s *Store) FinishEffect(ctx context.Context, runID string, epoch int64, key string, status store.EffectStatus, output json.RawMessage, errMsg string, now time.Time) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	e := s.effects[runID][key]
+	if e == nil || e.Status != store.EffectStarted || e.Epoch != epoch {
+		return store.ErrFenced
+	}
+	e.Status, e.Output, e.Error, e.CompletedAt = status, cloneRaw(output), errMsg, now
+	return nil
+}
+
+// Run implements store.Store.
+func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
+	if err := s.lock(); err != nil {
+		return store.Run{}, err
+	}
+	defer s.mu.Unlock()
+	r, ok := s.runs[id]
+	if !ok {
+		return store.Run{}, store.ErrNotFound
+	}
+	return cloneRun(r), nil
+}
+
+func (s *Store) compact() {
+	if s.pruned == 0 || s.pruned < len(s.order)/2 {
+		return
+	}
+	live := s.order[:0]
+	for _, r := range s.order {
+		if s.runs[r.ID] == r {
+			live = append(live, r)
+		}
+	}
+	clear(s.order[len(live):])
+	s.order = live
+	s.pruned = 0
+}
+
+func matches(r *store.Run, f *store.RunFilter) bool {
+	if f.Process != "" && r.Process != f.Process {
+		return false
+	}
+	if f.Event != "" && r.Event != f.Event {
+		return false
+	}
+	if len(f.Statuses) > 0 && !statusIn(r.Status, f.Statuses) {
+		return false
+	}
+	if f.RootOnly && r.ParentID != "" {
+		return false
+	}
+	if f.CorrelationID != "" && r.CorrelationID != f.CorrelationID {
+		return false
+	}
+	return true
+}
+
+// Runs implements store.Store.
+func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	s.compact()
+	var out []store.Run
+	visit := func(r *store.Run) bool {
+		if s.runs[r.ID] != r || !matches(r, &f) {
+			return true
+		}
+		out = append(out, cloneRun(r))
+		return len(out) < f.Limit
+	}
+	if f.Order == store.OldestFirst {
+		i := sort.Search(len(s.order), func(i int) bool { return s.order[i].Seq > f.After })
+		for ; i < len(s.order); i++ {
+			if !visit(s.order[i]) {
+				break
+			}
+		}
+	} else {
+		i := len(s.order) - 1
+		if f.After > 0 {
+			i = sort.Search(len(s.order), func(i int) bool { return s.order[i].Seq >= f.After }) - 1
+		}
+		for ; i >= 0; i-- {
+			if !visit(s.order[i]) {
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// CountRuns implements store.Store.
+func (s *Store) CountRuns(ctx context.Context, f store.RunFilter) (int64, error) {
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	var n int64
+	for _, r := range s.runs {
+		if matches(r, &f) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Chain implements store.Store.
+func (s *Store) Chain(ctx context.Context, correlationID string) ([]store.Run, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	ids := s.corr[correlationID]
+	out := make([]store.Run, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, cloneRun(s.runs[id]))
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Depth != out[j].Depth {
+			return out[i].Depth < out[j].Depth
+		}
+		return out[i].Seq < out[j].Seq
+	})
+	return out, nil
+}
+
+// Timeline implements store.Store.
+func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEntry, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.runs[runID]; !ok {
+		return nil, store.ErrNotFound
+	}
+	return append([]store.TimelineEntry(nil), s.timeline[runID]...), nil
+}
+
+// Effects implements store.Store.
+func (s *Store) Effects(ctx context.Context, runID string) ([]store.Effect, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Effect
+	for _, e := range s.effects[runID] {
+		c := *e
+		c.Output = cloneRaw(e.Output)
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Pending implements store.Store.
+func (s *Store) Pending(ctx context.Context) ([]store.Pending, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Pending
+	for _, r := range s.order {
+		if s.runs[r.ID] == r && r.Status == store.StatusIdle {
+			out = append(out, store.Pending{ID: r.ID, Seq: r.Seq, Process: r.Process, CorrelationID: r.CorrelationID, RetryAt: r.RetryAt})
+		}
+	}
+	return out, nil
+}
+
+// Counts implements store.Store.
+func (s *Store) Counts(ctx context.Context) (map[store.Status]int64, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := make(map[store.Status]int64, len(store.Statuses))
+	for _, st := range store.Statuses {
+		out[st] = s.counts[st]
+	}
+	return out, nil
+}
+
+// AddRollups implements store.Store.
+func (s *Store) AddRollups(ctx context.Context, rs []store.Rollup) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	for _, r := range rs {
+		k := rollupKey{r.Bucket.UnixNano(), r.Process}
+		cur := s.rollups[k]
+		if cur == nil {
+			cur = &store.Rollup{Bucket: r.Bucket, Process: r.Process, Counts: map[string]int64{}, Hists: map[string][][]byte{}}
+			s.rollups[k] = cur
+		}
+		for n, v := range r.Counts {
+			cur.Counts[n] += v
+		}
+		for n, hs := range r.Hists {
+			for _, h := range hs {
+				cur.Hists[n] = append(cur.Hists[n], bytes.Clone(h))
+			}
+		}
+	}
+	return nil
+}
+
+// Rollups implements store.Store.
+func (s *Store) Rollups(ctx context.Context, from, to time.Time) ([]store.Rollup, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Rollup
+	for _, r := range s.rollups {
+		if r.Bucket.Before(from) || !r.Bucket.Before(to) {
+			continue
+		}
+		c := store.Rollup{Bucket: r.Bucket, Process: r.Process, Counts: map[string]int64{}, Hists: map[string][][]byte{}}
+		for n, v := range r.Counts {
+			c.Counts[n] = v
+		}
+		for n, hs := range r.Hists {
+			for _, h := range hs {
+				c.Hists[n] = append(c.Hists[n], bytes.Clone(h))
+			}
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].Bucket.Equal(out[j].Bucket) {
+			return out[i].Bucket.Before(out[j].Bucket)
+		}
+		return out[i].Process < out[j].Process
+	})
+	return out, nil
+}
+
+// AddErrors implements store.Store.
+func (s *Store) AddErrors(ctx context.Context, es []store.ErrorRecord) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	for _, e := range es {
+		s.errSeq++
+		e.ID = s.errSeq
+		s.errors = append(s.errors, e)
+	}
+	return nil
+}
+
+// Errors implements store.Store.
+func (s *Store) Errors(ctx context.Context, from, to time.Time, limit int) ([]store.ErrorRecord, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.ErrorRecord
+	for i := len(s.errors) - 1; i >= 0 && len(out) < limit; i-- {
+		e := s.errors[i]
+		if !e.At.Before(from) && !e.At.After(to) {
+			out = append(out, e)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if !out[i].At.Equal(out[j].At) {
+			return out[i].At.After(out[j].At)
+		}
+		return out[i].ID > out[j].ID
+	})
+	return out, nil
+}
+
+// Prune implements store.Store.
+func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n := 0
+	if !p.CompletedBefore.IsZero() {
+		for _, r := range s.order {
+			if n >= p.Limit {
+				break
+			}
+			if s.runs[r.ID] != r || r.Status != store.StatusCompleted ||
+				!r.CompletedAt.Before(p.CompletedBefore) || len(s.children[r.ID]) > 0 {
+				continue
+			}
+			s.deleteRun(r)
+			n++
+		}
+	}
+	if !p.ObservabilityBefore.IsZero() {
+		for k, r := range s.rollups {
+			if r.Bucket.Before(p.ObservabilityBefore) {
+				delete(s.rollups, k)
+			}
+		}
+		kept := s.errors[:0]
+		for _, e := range s.errors {
+			if !e.At.Before(p.ObservabilityBefore) {
+				kept = append(kept, e)
+			}
+		}
+		s.errors = kept
+	}
+	return n, nil
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}

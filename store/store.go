@@ -1,0 +1,463 @@
+// Package store defines what the Yella engine needs from storage: the
+// records it keeps and the atomic operations it performs on them.
+//
+// It is implemented by store/memstore and store/sqlitestore and checked by
+// the conformance suite in store/storetest. It is a seam inside this
+// repository, not a stable extension point: methods may change between
+// releases.
+//
+// The contract is shaped by three rules that every implementation keeps:
+//
+//   - Every state change is one atomic operation. Admission (idempotency,
+//     per-process caps, chain links), completion together with the admission
+//     of follow-up runs, and every operator action are decided inside one
+//     transaction, so a crash never leaves half of one.
+//   - Writes made on behalf of a running attempt carry its lease epoch.
+//     A write whose epoch no longer matches (the run was cancelled, reclaimed
+//     or claimed again) changes nothing and returns ErrFenced.
+//   - Times come from the caller. Stores never read the clock, so the engine's
+//     clock (a fake one in tests) decides every timestamp and expiry.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Errors returned by every Store. Implementations may wrap them; callers
+// test with errors.Is.
+var (
+	// ErrNotFound: no run (or effect) has the given id.
+	ErrNotFound = errors.New("not found")
+	// ErrFenced: the write carried a lease epoch that no longer owns the run,
+	// or the run is no longer running. Nothing was changed.
+	ErrFenced = errors.New("fenced: lease epoch no longer owns the run")
+	// ErrInvalidStatus: the run's status does not allow the requested
+	// transition. Nothing was changed. Wrapped in *StatusError.
+	ErrInvalidStatus = errors.New("invalid run status for this operation")
+	// ErrNotAdmitted: an update required follow-up runs to be admitted and
+	// none were (no listener left, or every listener was at its cap).
+	// Nothing was changed.
+	ErrNotAdmitted = errors.New("follow-up event admitted no run")
+	// ErrClosed: the store has been closed.
+	ErrClosed = errors.New("store closed")
+)
+
+// StatusError reports a refused transition and the status that refused it.
+// It unwraps to ErrInvalidStatus.
+type StatusError struct {
+	RunID  string
+	Status Status
+}
+
+func (e *StatusError) Error() string {
+	return "run " + e.RunID + " is " + string(e.Status)
+}
+
+// Unwrap returns ErrInvalidStatus.
+func (e *StatusError) Unwrap() error { return ErrInvalidStatus }
+
+// State is the persisted lifecycle state of a run, as in the original
+// engine: idle, running, completed or errored.
+type State string
+
+// The four raw states.
+const (
+	StateIdle      State = "idle"
+	StateRunning   State = "running"
+	StateCompleted State = "completed"
+	StateErrored   State = "errored"
+)
+
+// Status is the operator-facing classification of a run. It refines State:
+// a deferred run is completed, a dead-letter or fenced run is errored.
+// Stores persist the status; the state is derived from it.
+type Status string
+
+// Statuses. Deferred, dead-letter and fenced refine the raw states completed,
+// errored and errored.
+const (
+	StatusIdle      Status = "idle"
+	StatusRunning   Status = "running"
+	StatusCompleted Status = "completed"
+	// StatusDeferred: completed, holding a follow-up event until resumed.
+	StatusDeferred Status = "deferred"
+	StatusErrored  Status = "errored"
+	// StatusDead: errored after its retry budget was exhausted.
+	StatusDead Status = "dead-letter"
+	// StatusFenced: errored because an effect was found started by an
+	// attempt that is gone; its outcome is unknown and an operator decides
+	// whether to run it again or record it as done.
+	StatusFenced Status = "fenced"
+)
+
+// Statuses lists every status in display order.
+var Statuses = []Status{StatusIdle, StatusRunning, StatusCompleted, StatusDeferred, StatusErrored, StatusDead, StatusFenced}
+
+// State returns the raw state a status refines.
+func (s Status) State() State {
+	switch s {
+	case StatusIdle:
+		return StateIdle
+	case StatusRunning:
+		return StateRunning
+	case StatusCompleted, StatusDeferred:
+		return StateCompleted
+	default:
+		return StateErrored
+	}
+}
+
+// Valid reports whether s is one of the defined statuses.
+func (s Status) Valid() bool {
+	for _, v := range Statuses {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Active reports whether a run with this status still has work to do
+// (idle or running).
+func (s Status) Active() bool { return s == StatusIdle || s == StatusRunning }
+
+// StatusesOf returns the statuses that refine a raw state.
+func StatusesOf(st State) []Status {
+	switch st {
+	case StateIdle:
+		return []Status{StatusIdle}
+	case StateRunning:
+		return []Status{StatusRunning}
+	case StateCompleted:
+		return []Status{StatusCompleted, StatusDeferred}
+	case StateErrored:
+		return []Status{StatusErrored, StatusDead, StatusFenced}
+	}
+	return nil
+}
+
+// Run is one execution record of one process for one emission.
+type Run struct {
+	ID            string
+	Seq           int64 // creation order, unique per store; the pagination key
+	Process       string
+	Event         string
+	CorrelationID string // the root run's id; shared by every run of a chain
+	ParentID      string // "" for a root run
+	Depth         int    // 0 for a root run
+	Status        Status
+
+	Payload json.RawMessage // nil when emitted without a payload
+	Context json.RawMessage // JSON object; nil means empty
+	Output  json.RawMessage // result payload of a completed run
+
+	Error     string // last error message (failed, retried, cancelled…)
+	ErrorCode string // machine-readable code for Error, if any
+	Then      string // follow-up event: emitted on completion, or held while deferred
+
+	IdempotencyKey string // root runs only
+	Attempts       int    // executions started since admission or the last requeue
+	Epoch          int64  // lease fencing token; increases on every claim
+
+	RetryAt      time.Time // zero: claimable at once
+	LeaseOwner   string
+	LeaseExpires time.Time
+
+	CreatedAt   time.Time // admission time
+	StartedAt   time.Time // start of the latest attempt
+	CompletedAt time.Time // when it became completed/deferred/errored/dead/fenced
+	Version     string    // handler version of the latest attempt
+}
+
+// State returns the raw state of the run.
+func (r *Run) State() State { return r.Status.State() }
+
+// TimelineEntry is one appended transition of a run.
+type TimelineEntry struct {
+	N       int // 1-based position in the run's timeline
+	At      time.Time
+	Status  Status
+	Attempt int
+	Error   string
+	Code    string
+	Note    string // what caused the transition: "admitted", "claimed", "retry scheduled", "manual retry", …
+}
+
+// EffectStatus is the state of a durable effect record.
+type EffectStatus string
+
+// Effect states.
+const (
+	EffectStarted   EffectStatus = "started"
+	EffectCompleted EffectStatus = "completed"
+	EffectFailed    EffectStatus = "failed"
+)
+
+// Effect is the durable record of one side effect of one run.
+type Effect struct {
+	RunID       string
+	Key         string // encoded key (see the engine's Key)
+	Status      EffectStatus
+	Epoch       int64 // epoch of the attempt that last started it
+	Output      json.RawMessage
+	Error       string
+	StartedAt   time.Time
+	CompletedAt time.Time
+}
+
+// NewRun is one run to create in an admission: one per listening process.
+type NewRun struct {
+	ID      string
+	Process string
+	// Limit caps the process's active (idle or running) runs at admission:
+	// when it already has Limit active runs this one is dropped. 0 means no
+	// cap.
+	Limit int
+}
+
+// Admission creates the runs of one emission atomically.
+type Admission struct {
+	Event          string
+	Payload        json.RawMessage
+	IdempotencyKey string   // "" for none; only for root emissions
+	Runs           []NewRun // in registration order
+	// ParentID, CorrelationID, Depth and Context describe follow-up runs.
+	// For a root emission ParentID and CorrelationID are empty and every run
+	// is its own root (its correlation id is its own id).
+	ParentID      string
+	CorrelationID string
+	Depth         int
+	Context       json.RawMessage
+	Now           time.Time
+}
+
+// AdmitResult says what an admission did, process by process.
+type AdmitResult struct {
+	Admitted []Run    // created, idle, in the order of Admission.Runs
+	Existing []Run    // already admitted earlier under the same idempotency key
+	Dropped  []NewRun // at their cap; nothing reserved for them
+}
+
+// ClaimRequest claims idle runs for execution.
+type ClaimRequest struct {
+	IDs        []string
+	Owner      string
+	Now        time.Time
+	LeaseUntil time.Time
+}
+
+// Lease identifies one held run in a heartbeat.
+type Lease struct {
+	RunID string
+	Epoch int64
+}
+
+// EffectDone records a started effect as completed with its output.
+type EffectDone struct {
+	Key    string
+	Output json.RawMessage
+}
+
+// Update is a conditional transition of one run, applied atomically with
+// everything it carries. Either Epoch (an attempt finishing) or From (an
+// operator action) states the precondition.
+type Update struct {
+	RunID string
+	Now   time.Time
+
+	// Epoch, when non-zero, requires the run to be running at this epoch,
+	// else ErrFenced.
+	Epoch int64
+	// Reclaim, with Epoch, additionally requires the lease to be abandoned:
+	// expired at Now or held by an owner the store knows is gone. Used by the
+	// sweeper so that a lease renewed meanwhile is left alone (ErrFenced).
+	Reclaim bool
+	// From, when non-empty, requires the run's status to be one of these,
+	// else a *StatusError.
+	From []Status
+
+	To        Status
+	Output    json.RawMessage // stored when To is completed or deferred
+	Error     string          // stored (replacing the previous one); "" clears it
+	ErrorCode string
+	Then      string    // follow-up event (completed: emitted; deferred: held)
+	RetryAt   time.Time // To idle: not claimable before this time
+	Note      string    // timeline note
+
+	ResetAttempts       bool // set attempts to 0 (requeue)
+	ClearStartedEffects bool // delete the run's effects left "started"
+	CompleteEffect      *EffectDone
+	Children            *Admission // follow-up runs admitted in the same transaction
+	// RequireChildren makes an update whose Children admit nothing fail with
+	// ErrNotAdmitted and change nothing. Without it the run is moved to
+	// NoChildren instead of To.
+	RequireChildren bool
+	NoChildren      *Outcome
+}
+
+// Outcome is a replacement status (with error) applied when follow-up
+// admission admits nothing.
+type Outcome struct {
+	To        Status
+	Error     string
+	ErrorCode string
+	Note      string
+}
+
+// UpdateResult is the run after an update and what its follow-up admission did.
+type UpdateResult struct {
+	Run      Run
+	Children AdmitResult
+}
+
+// Pending is an idle run as the dispatcher needs it.
+type Pending struct {
+	ID            string
+	Seq           int64
+	Process       string
+	CorrelationID string
+	RetryAt       time.Time
+}
+
+// Order of a run listing.
+type Order int
+
+// Orders. Newest first is the default.
+const (
+	NewestFirst Order = iota
+	OldestFirst
+)
+
+// RunFilter selects runs. Empty fields do not filter.
+type RunFilter struct {
+	Process       string
+	Event         string
+	Statuses      []Status // any of these
+	RootOnly      bool
+	CorrelationID string
+	Order         Order
+	// After is the Seq of the last run of the previous page (0: first page).
+	After int64
+	Limit int // required, > 0
+}
+
+// Rollup is the aggregate of lifecycle events of one process in one time
+// bucket. Histograms are opaque encoded sketches owned by the engine; the
+// store keeps them and hands them back.
+type Rollup struct {
+	Bucket  time.Time // start of the bucket
+	Process string
+	Counts  map[string]int64 // counter name → increment
+	// Hists maps a histogram name to its encoded sketches: an added rollup
+	// carries one per name, a stored rollup every sketch added to it, for the
+	// engine to merge.
+	Hists map[string][][]byte
+}
+
+// ErrorRecord is one recent error kept for operators.
+type ErrorRecord struct {
+	ID        int64
+	At        time.Time
+	Kind      string // run, effect, internal
+	Process   string
+	RunID     string
+	EffectKey string
+	Context   string
+	Message   string
+}
+
+// PruneRequest deletes old records in one bounded batch.
+type PruneRequest struct {
+	// CompletedBefore prunes completed (not deferred) runs whose completion
+	// is older than this, with their timelines and effects, leaves first: a
+	// run with a remaining child is kept until its children are gone.
+	CompletedBefore time.Time
+	// ObservabilityBefore prunes rollups and error records older than this.
+	ObservabilityBefore time.Time
+	// Limit bounds the number of runs deleted by one call.
+	Limit int
+}
+
+// Store persists runs, effects and observability. Implementations are safe
+// for concurrent use.
+type Store interface {
+	// Admit creates the runs of one emission atomically. With an idempotency
+	// key, each (event, key, process) admits at most one run ever: processes
+	// admitted before are returned in Existing and not admitted again, and a
+	// process dropped at its cap reserves nothing, so a later emission with
+	// the same key can still admit it. Follow-up admissions (ParentID set)
+	// must name an existing parent.
+	Admit(ctx context.Context, a Admission) (AdmitResult, error)
+
+	// Claim moves the given idle, due runs to running for req.Owner until
+	// req.LeaseUntil: the epoch and attempts increase by one and a timeline
+	// entry is appended. Runs that are not idle or not yet due are skipped.
+	// The claimed runs are returned in request order, with payload and
+	// context.
+	Claim(ctx context.Context, req ClaimRequest) ([]Run, error)
+
+	// Update applies one conditional transition (see Update).
+	Update(ctx context.Context, u Update) (UpdateResult, error)
+
+	// SetContext replaces the context object of a run that is running at
+	// epoch, else ErrFenced.
+	SetContext(ctx context.Context, runID string, epoch int64, context json.RawMessage) error
+
+	// Heartbeat extends to until the lease of every run owner holds and
+	// returns those leases, in no particular order.
+	Heartbeat(ctx context.Context, owner string, now, until time.Time) ([]Lease, error)
+
+	// Abandoned lists running runs whose lease expired at now, or whose owner
+	// the store knows is gone (a single-process store that holds an exclusive
+	// lock knows every owner other than self is gone), at most limit.
+	Abandoned(ctx context.Context, self string, now time.Time, limit int) ([]Run, error)
+
+	// StartEffect records an effect of a run running at epoch as started,
+	// replacing a failed or started record. ErrFenced if the run is not
+	// running at epoch; a completed record is never replaced (ErrFenced).
+	StartEffect(ctx context.Context, runID string, epoch int64, key string, now time.Time) error
+
+	// FinishEffect records the outcome (completed or failed) of an effect
+	// started at epoch. It applies whatever the run's state is now, because
+	// the side effect did happen; it is refused (ErrFenced) only when the
+	// record is no longer the one started at epoch.
+	FinishEffect(ctx context.Context, runID string, epoch int64, key string, status EffectStatus, output json.RawMessage, errMsg string, now time.Time) error
+
+	// Run returns one run, or ErrNotFound.
+	Run(ctx context.Context, id string) (Run, error)
+	// Runs lists runs matching f in Seq order.
+	Runs(ctx context.Context, f RunFilter) ([]Run, error)
+	// CountRuns counts runs matching f (ignoring Order, After and Limit).
+	CountRuns(ctx context.Context, f RunFilter) (int64, error)
+	// Chain returns every run sharing a correlation id, by depth then Seq.
+	Chain(ctx context.Context, correlationID string) ([]Run, error)
+	// Timeline returns a run's transitions in order (ErrNotFound for an
+	// unknown run).
+	Timeline(ctx context.Context, runID string) ([]TimelineEntry, error)
+	// Effects returns a run's effect records ordered by key.
+	Effects(ctx context.Context, runID string) ([]Effect, error)
+	// Pending lists every idle run, by Seq.
+	Pending(ctx context.Context) ([]Pending, error)
+	// Counts returns the number of runs per status (every status present).
+	Counts(ctx context.Context) (map[Status]int64, error)
+
+	// AddRollups adds counters and histograms to stored rollups.
+	AddRollups(ctx context.Context, rs []Rollup) error
+	// Rollups returns stored rollups with from <= Bucket < to.
+	Rollups(ctx context.Context, from, to time.Time) ([]Rollup, error)
+	// AddErrors stores error records (their ID is assigned by the store).
+	AddErrors(ctx context.Context, es []ErrorRecord) error
+	// Errors returns up to limit error records with from <= At <= to,
+	// newest first.
+	Errors(ctx context.Context, from, to time.Time, limit int) ([]ErrorRecord, error)
+
+	// Prune deletes one batch of old records and reports how many runs it
+	// deleted.
+	Prune(ctx context.Context, p PruneRequest) (int, error)
+
+	// Close releases the store. Calls after Close return ErrClosed.
+	Close() error
+}
