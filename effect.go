@@ -173,8 +173,12 @@ func (a *attempt) beginEffect(k string, idempotent bool) (*store.Effect, error) 
 			return &rec, nil
 		case store.EffectStarted:
 			if !idempotent {
+				ef := &effectFenced{key: k, epoch: rec.Epoch}
+				if a.fence == nil {
+					a.fence = ef
+				}
 				a.mu.Unlock()
-				a.abort(&effectFenced{key: k, epoch: rec.Epoch})
+				a.abort(ef)
 				return nil, &Error{Code: CodeEffectFenced, Op: "effect", Msg: fmt.Sprintf("effect %s was started by attempt epoch %d and its outcome is unknown", k, rec.Epoch)}
 			}
 		}

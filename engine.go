@@ -120,6 +120,31 @@ func (e *Engine) Register(p Process) error {
 	return nil
 }
 
+// Unregister removes a process; unknown names are ignored. Its existing
+// runs stay in the store and fail with CodeHandlerNotFound if claimed.
+func (e *Engine) Unregister(name string) {
+	e.regMu.Lock()
+	defer e.regMu.Unlock()
+	p, ok := e.procs[name]
+	if !ok {
+		return
+	}
+	delete(e.procs, name)
+	ls := e.byEvent[p.On]
+	for i, l := range ls {
+		if l == p {
+			ls = append(ls[:i:i], ls[i+1:]...)
+			break
+		}
+	}
+	if len(ls) == 0 {
+		delete(e.byEvent, p.On)
+	} else {
+		e.byEvent[p.On] = ls
+	}
+	e.disp.SetLimit(name, 0)
+}
+
 // Processes returns the registered processes in registration order per
 // event, events sorted.
 func (e *Engine) Processes() []Process {

@@ -2,6 +2,8 @@ package yella
 
 import (
 	"fmt"
+
+	"github.com/yella-go/yella/store"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,7 +123,13 @@ func (e *Engine) publish(ev Event) {
 func (e *Engine) deliver(fn func(Event), ev Event) {
 	defer func() {
 		if r := recover(); r != nil {
+			// Counted and recorded, but not published: a subscriber that
+			// panics on internal errors must not recurse.
+			msg := fmt.Sprintf("subscriber panicked on %s: %v", ev.Type, r)
 			e.metrics.internalErrors.Add(1)
+			now := e.clock.Now()
+			e.rec.Count(now, "", obsInternal, 1)
+			e.rec.Error(store.ErrorRecord{At: now, Kind: "internal", Context: "subscriber", RunID: ev.RunID, Message: msg})
 			e.log.Error("event subscriber panicked", "event", ev.Type, "panic", r)
 		}
 	}()

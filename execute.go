@@ -26,14 +26,15 @@ type attempt struct {
 
 	// over is set by whoever finalizes the attempt first: the handler
 	// returning, or an abort (timeout, cancel, lease loss, hard stop).
-	over       atomic.Bool
+	over atomic.Bool
+
+	mu         sync.Mutex
 	stopTimer  func() bool
 	stopAbortF func() bool
-
-	mu       sync.Mutex
-	vars     map[string]json.RawMessage
-	effects  map[string]store.Effect
-	inflight map[string]bool
+	fence      *effectFenced // set when an effect of unknown outcome was met
+	vars       map[string]json.RawMessage
+	effects    map[string]store.Effect
+	inflight   map[string]bool
 }
 
 // execute claims one dispatched run and executes it.
@@ -105,12 +106,17 @@ func (e *Engine) run(it dispatch.Item, r store.Run) {
 	if a.proc.Timeout != 0 {
 		timeout = a.proc.Timeout
 	}
+	a.mu.Lock() // an abort may start before these are set
 	if timeout > 0 {
 		a.stopTimer = e.clock.AfterFunc(timeout, func() { a.cancel(errTimeout) })
 	}
 	a.stopAbortF = context.AfterFunc(a.ctx, a.aborted)
+	a.mu.Unlock()
 	e.publish(a.event(RunStart, nil))
 	res := a.call()
+	if a.ctx.Err() != nil {
+		return // aborted (timeout, cancel, lease loss, stop): aborted decides
+	}
 	if a.over.CompareAndSwap(false, true) {
 		a.finalize(res, false)
 	}
@@ -171,11 +177,14 @@ func (a *attempt) aborted() {
 
 // release stops the attempt's timers and forgets it.
 func (a *attempt) release() {
-	if a.stopTimer != nil {
-		a.stopTimer()
+	a.mu.Lock()
+	stopTimer, stopAbort := a.stopTimer, a.stopAbortF
+	a.mu.Unlock()
+	if stopTimer != nil {
+		stopTimer()
 	}
-	if a.stopAbortF != nil {
-		a.stopAbortF()
+	if stopAbort != nil {
+		stopAbort()
 	}
 	a.cancel(errAttemptDone)
 	a.e.untrack(a)
@@ -233,6 +242,15 @@ func (a *attempt) finalize(res Result, fenced bool) {
 func (a *attempt) outcome(res Result, fenced bool, now time.Time) (store.Update, bool) {
 	e := a.e
 	u := store.Update{RunID: a.run.ID, Epoch: a.run.Epoch, Now: now}
+	if a.proc != nil {
+		u.Version = a.proc.Version
+	}
+	a.mu.Lock()
+	ef := a.fence
+	a.mu.Unlock()
+	if ef != nil { // whatever the handler made of the error, the run stops here
+		res, fenced = Result{kind: resultFail, err: ef, code: CodeEffectFenced}, true
+	}
 	thrown := func(err error, code Code) store.Update {
 		u.To, u.RetryAt = e.failureOutcome(a.proc, a.run.Attempts, false, now)
 		u.Error, u.ErrorCode = err.Error(), string(code)

@@ -286,6 +286,7 @@ type Update struct {
 	Then      string    // follow-up event (completed: emitted; deferred: held)
 	RetryAt   time.Time // To idle: not claimable before this time
 	Note      string    // timeline note
+	Version   string    // handler version of the attempt, stored when not empty
 
 	ResetAttempts       bool // set attempts to 0 (requeue)
 	ClearStartedEffects bool // delete the run's effects left "started"

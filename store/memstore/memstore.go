@@ -297,6 +297,9 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 	if u.ResetAttempts {
 		r.Attempts = 0
 	}
+	if u.Version != "" {
+		r.Version = u.Version
+	}
 	effs := s.effects[r.ID]
 	if u.ClearStartedEffects {
 		for k, e := range effs {

@@ -1,0 +1,142 @@
+package yella_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+
+	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/store/memstore"
+)
+
+// A process with a durable effect: the effect's result is stored, so a retry
+// or a restart after a crash replays it instead of charging twice.
+func Example() {
+	ctx := context.Background()
+	st := memstore.New() // sqlitestore.Open(...) for durability
+	defer st.Close()
+	eng, _ := yella.New(yella.Config{Store: st})
+	eng.Register(yella.Process{
+		Name: "charge", On: "order:placed",
+		Retry: &yella.Retry{Max: 2, Backoff: yella.Exponential(0)},
+		Run: yella.Handle(func(c *yella.Ctx, order struct{ ID string }) yella.Result {
+			receipt, err := yella.Effect(c, yella.MakeKey("charge", order.ID), func(ctx context.Context) (string, error) {
+				return "receipt-" + order.ID, nil // call the payment API here
+			})
+			if err != nil {
+				return c.Error(err) // retried by the policy
+			}
+			if c.Attempt() == 1 {
+				return c.Error(errors.New("network blip after charging")) // the retry replays the receipt
+			}
+			return c.OK(receipt)
+		}),
+	})
+	eng.Start(ctx)
+	runs, _ := eng.EmitAndWait(ctx, "order:placed", map[string]string{"ID": "42"})
+	fmt.Println(runs[0].Status, string(runs[0].Output), "attempts:", runs[0].Attempts)
+	eng.Stop(ctx)
+	// Output: completed "receipt-42" attempts: 2
+}
+
+// A follow-up event links runs into a chain; two processes listening to it
+// fan out. Every run of the chain shares the root's correlation id.
+func Example_chainFanOut() {
+	ctx := context.Background()
+	st := memstore.New()
+	eng, _ := yella.New(yella.Config{Store: st})
+	eng.Register(yella.Process{Name: "validate", On: "webhook:received", Emits: []string{"webhook:validated"},
+		Run: func(c *yella.Ctx) yella.Result {
+			c.SetContext("tenant", "acme") // inherited by the follow-ups
+			return c.OK(map[string]int{"items": 3}, yella.Then("webhook:validated"))
+		}})
+	for _, name := range []string{"crm-sync", "notify"} {
+		eng.Register(yella.Process{Name: name, On: "webhook:validated", Run: func(c *yella.Ctx) yella.Result {
+			var tenant string
+			c.GetContext("tenant", &tenant)
+			return c.OK(c.Process() + " for " + tenant)
+		}})
+	}
+	eng.Start(ctx)
+	roots, _ := eng.EmitAndWait(ctx, "webhook:received", nil)
+	chain, _ := eng.Chain(ctx, roots[0].CorrelationID)
+	var lines []string
+	for _, r := range chain {
+		lines = append(lines, fmt.Sprintf("depth %d %s %s %s", r.Depth, r.Process, r.Status, r.Output))
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		fmt.Println(l)
+	}
+	eng.Stop(ctx)
+	// Output:
+	// depth 0 validate completed {"items":3}
+	// depth 1 crm-sync completed "crm-sync for acme"
+	// depth 1 notify completed "notify for acme"
+}
+
+// A deferred run completes but holds its follow-up until someone resumes it:
+// an approval gate.
+func Example_approvalFlow() {
+	ctx := context.Background()
+	eng, _ := yella.New(yella.Config{Store: memstore.New()})
+	eng.Register(yella.Process{Name: "review-gate", On: "content:drafted", Run: func(c *yella.Ctx) yella.Result {
+		return c.Defer("content:approved", map[string]string{"title": "Launch post"})
+	}})
+	eng.Register(yella.Process{Name: "publish", On: "content:approved", Run: func(c *yella.Ctx) yella.Result {
+		var in struct{ Title, Reviewer string }
+		c.Decode(&in)
+		return c.OK(in.Title + " approved by " + in.Reviewer)
+	}})
+	eng.Start(ctx)
+	runs, _ := eng.EmitAndWait(ctx, "content:drafted", nil)
+	fmt.Println("gate:", runs[0].Status)
+	children, _ := eng.Resume(ctx, runs[0].ID, map[string]string{"reviewer": "ada"}) // merged into the held payload
+	eng.Drain(ctx)
+	published, _ := eng.Run(ctx, children[0].ID)
+	fmt.Println("publish:", published.Status, string(published.Output))
+	eng.Stop(ctx)
+	// Output:
+	// gate: deferred
+	// publish: completed "Launch post approved by ada"
+}
+
+// A run whose retries are exhausted goes to the dead letters; once the
+// downstream is fixed, an operator requeues it with a fresh budget.
+func Example_deadLetterRequeue() {
+	ctx := context.Background()
+	eng, _ := yella.New(yella.Config{Store: memstore.New()})
+	var crmOnline atomic.Bool
+	eng.Register(yella.Process{Name: "sync-to-crm", On: "contact:updated",
+		Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)},
+		Run: func(c *yella.Ctx) yella.Result {
+			if !crmOnline.Load() {
+				return c.Error(errors.New("CRM API timeout"))
+			}
+			return c.OK("synced")
+		}})
+	eng.Subscribe(func(ev yella.Event) {
+		switch ev.Type {
+		case yella.RunDead:
+			fmt.Println("event:", ev.Type, ev.Error)
+		case yella.RunRequeue:
+			fmt.Println("event:", ev.Type)
+		}
+	})
+	eng.Start(ctx)
+	runs, _ := eng.EmitAndWait(ctx, "contact:updated", nil)
+	fmt.Println(runs[0].Status, "after", runs[0].Attempts, "attempts:", runs[0].Error)
+	crmOnline.Store(true)
+	eng.RequeueDead(ctx, runs[0].ID)
+	eng.Drain(ctx)
+	r, _ := eng.Run(ctx, runs[0].ID)
+	fmt.Println(r.Status, string(r.Output))
+	eng.Stop(ctx)
+	// Output:
+	// event: run:dead CRM API timeout
+	// dead-letter after 2 attempts: CRM API timeout
+	// event: run:requeue
+	// completed "synced"
+}
