@@ -139,4 +139,3 @@ func isTestHelperMethod(d *ast.FuncDecl) bool {
 	}
 	return false
 }
-

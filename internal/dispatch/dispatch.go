@@ -65,7 +65,7 @@ type Dispatcher struct {
 	limits   map[string]int
 	running  int
 	byProc   map[string]int
-	corr     map[string]int // active items per correlation
+	corr     map[string]int  // active items per correlation
 	idleW    []chan struct{} // closed when nothing waits or runs
 	runW     []chan struct{} // closed when nothing runs
 	nDelayed int
