@@ -1,0 +1,140 @@
+package dispatch
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/yella-go/yella/internal/clock"
+)
+
+type rec struct {
+	mu      sync.Mutex
+	started []string
+}
+
+func (r *rec) start(it Item) { r.mu.Lock(); r.started = append(r.started, it.ID); r.mu.Unlock() }
+func (r *rec) ids() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.started...)
+}
+
+func newD(slots int) (*Dispatcher, *rec, *clock.Fake) {
+	r := &rec{}
+	clk := clock.NewFake(time.Unix(1000, 0))
+	d := New(Config{Slots: slots, Clock: clk, Start: r.start})
+	return d, r, clk
+}
+
+func eq(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s = %v, want %v", what, got, want)
+		}
+	}
+}
+
+func TestOrderAndSlots(t *testing.T) {
+	tests := []struct {
+		name   string
+		slots  int
+		limits map[string]int
+		items  []Item
+		want   []string // started before any Done
+	}{
+		{"creation order", 10, nil, []Item{{ID: "c", Seq: 3}, {ID: "a", Seq: 1}, {ID: "b", Seq: 2}}, []string{"a", "b", "c"}},
+		{"slots bound", 2, nil, []Item{{ID: "a", Seq: 1}, {ID: "b", Seq: 2}, {ID: "c", Seq: 3}}, []string{"a", "b"}},
+		{"process cap skips without blocking", 10, map[string]int{"p": 1},
+			[]Item{{ID: "p1", Seq: 1, Process: "p"}, {ID: "p2", Seq: 2, Process: "p"}, {ID: "q1", Seq: 3, Process: "q"}},
+			[]string{"p1", "q1"}},
+		{"duplicates ignored", 10, nil, []Item{{ID: "a", Seq: 1}, {ID: "a", Seq: 1}}, []string{"a"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, r, _ := newD(tt.slots)
+			for p, n := range tt.limits {
+				d.SetLimit(p, n)
+			}
+			d.Add(tt.items...)
+			eq(t, "paused", r.ids(), nil)
+			d.Resume()
+			eq(t, "started", r.ids(), tt.want)
+		})
+	}
+}
+
+func TestDoneFreesSlotAndUnparks(t *testing.T) {
+	d, r, _ := newD(10)
+	d.SetLimit("p", 1)
+	d.Resume()
+	d.Add(Item{ID: "p1", Seq: 1, Process: "p"}, Item{ID: "p2", Seq: 2, Process: "p"})
+	eq(t, "first", r.ids(), []string{"p1"})
+	d.Done(Item{ID: "p1", Process: "p"})
+	eq(t, "after done", r.ids(), []string{"p1", "p2"})
+	if st := d.Stats(); st.Running != 1 || st.Ready != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestDelayedItemsWaitForTheirTime(t *testing.T) {
+	d, r, clk := newD(10)
+	d.Resume()
+	now := clk.Now()
+	d.Add(Item{ID: "late", Seq: 1, RetryAt: now.Add(2 * time.Second)}, Item{ID: "soon", Seq: 2, RetryAt: now.Add(time.Second)})
+	if st := d.Stats(); st.Delayed != 2 {
+		t.Fatalf("delayed %d", st.Delayed)
+	}
+	clk.Advance(999 * time.Millisecond)
+	eq(t, "before", r.ids(), nil)
+	clk.Advance(time.Millisecond)
+	eq(t, "soon due", r.ids(), []string{"soon"})
+	clk.Advance(time.Second)
+	eq(t, "late due", r.ids(), []string{"soon", "late"})
+}
+
+func TestRemoveAndWaiters(t *testing.T) {
+	d, r, clk := newD(1)
+	d.Resume()
+	d.Add(Item{ID: "a", Seq: 1, Correlation: "c1"}, Item{ID: "b", Seq: 2, Correlation: "c2"}, Item{ID: "d", Seq: 3, Correlation: "c2", RetryAt: clk.Now().Add(time.Hour)})
+	idle := d.Idle()
+	c2 := d.CorrelationDone("c2")
+	if !d.Remove("b") || !d.Remove("d") {
+		t.Fatal("remove of waiting items failed")
+	}
+	if d.Remove("a") {
+		t.Fatal("removed a started item")
+	}
+	select {
+	case <-c2:
+	default:
+		t.Fatal("correlation c2 not done after its items were removed")
+	}
+	select {
+	case <-idle:
+		t.Fatal("idle while a runs")
+	default:
+	}
+	quiet := d.Quiet()
+	d.Done(Item{ID: "a", Correlation: "c1"})
+	<-idle
+	<-quiet
+	eq(t, "started", r.ids(), []string{"a"})
+	if d.Active() != 0 {
+		t.Fatalf("active %d", d.Active())
+	}
+}
+
+func TestPauseStopsStarting(t *testing.T) {
+	d, r, _ := newD(10)
+	d.Resume()
+	d.Pause()
+	d.Add(Item{ID: "a", Seq: 1})
+	eq(t, "paused", r.ids(), nil)
+	d.Resume()
+	eq(t, "resumed", r.ids(), []string{"a"})
+}
