@@ -1,0 +1,343 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/yella-go/yella/store"
+)
+
+// Run implements store.Store.
+func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
+	if err := s.readable(); err != nil {
+		return store.Run{}, err
+	}
+	r, _, err := scanRun(s.st.selRun.QueryRowContext(ctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, store.ErrNotFound
+	}
+	return r, err
+}
+
+// where builds the WHERE clause of a filter, with placeholders only: no
+// input is ever spliced into SQL.
+func where(f *store.RunFilter, statuses []store.Status) (string, []any) {
+	var conds []string
+	var args []any
+	if f.Process != "" {
+		conds, args = append(conds, "process = ?"), append(args, f.Process)
+	}
+	if f.Event != "" {
+		conds, args = append(conds, "event = ?"), append(args, f.Event)
+	}
+	if len(statuses) > 0 {
+		conds = append(conds, "status IN (?"+strings.Repeat(", ?", len(statuses)-1)+")")
+		for _, st := range statuses {
+			args = append(args, string(st))
+		}
+	}
+	if f.RootOnly {
+		conds = append(conds, "parent_id IS NULL")
+	}
+	if f.CorrelationID != "" {
+		conds, args = append(conds, "correlation_id = ?"), append(args, f.CorrelationID)
+	}
+	if f.After > 0 {
+		if f.Order == store.OldestFirst {
+			conds = append(conds, "seq > ?")
+		} else {
+			conds = append(conds, "seq < ?")
+		}
+		args = append(args, f.After)
+	}
+	if len(conds) == 0 {
+		return "", args
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// Runs implements store.Store. A filter on several statuses runs one
+// indexed query per status and merges them, so a page never sorts every
+// matching row.
+func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	if len(f.Statuses) <= 1 {
+		return s.runsQuery(ctx, &f, f.Statuses)
+	}
+	var all []store.Run
+	for _, st := range f.Statuses {
+		rs, err := s.runsQuery(ctx, &f, []store.Status{st})
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, rs...)
+	}
+	sort.Slice(all, func(i, j int) bool {
+		if f.Order == store.OldestFirst {
+			return all[i].Seq < all[j].Seq
+		}
+		return all[i].Seq > all[j].Seq
+	})
+	if len(all) > f.Limit {
+		all = all[:f.Limit]
+	}
+	return all, nil
+}
+
+func (s *Store) runsQuery(ctx context.Context, f *store.RunFilter, statuses []store.Status) ([]store.Run, error) {
+	w, args := where(f, statuses)
+	order := " ORDER BY seq DESC"
+	if f.Order == store.OldestFirst {
+		order = " ORDER BY seq"
+	}
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+runCols+" FROM runs"+w+order+" LIMIT ?", append(args, f.Limit)...)
+	if err != nil {
+		return nil, err
+	}
+	return collectRuns(rows)
+}
+
+func collectRuns(rows *sql.Rows) ([]store.Run, error) {
+	defer rows.Close()
+	var out []store.Run
+	for rows.Next() {
+		r, _, err := scanRun(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// CountRuns implements store.Store.
+func (s *Store) CountRuns(ctx context.Context, f store.RunFilter) (int64, error) {
+	if err := s.readable(); err != nil {
+		return 0, err
+	}
+	f.After = 0
+	w, args := where(&f, f.Statuses)
+	var n int64
+	err := s.rdb.QueryRowContext(ctx, "SELECT count(*) FROM runs"+w, args...).Scan(&n)
+	return n, err
+}
+
+// Chain implements store.Store.
+func (s *Store) Chain(ctx context.Context, correlationID string) ([]store.Run, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	rows, err := s.st.selChain.QueryContext(ctx, correlationID)
+	if err != nil {
+		return nil, err
+	}
+	return collectRuns(rows)
+}
+
+func (s *Store) seqOf(ctx context.Context, runID string) (int64, error) {
+	var seq int64
+	err := s.rdb.QueryRowContext(ctx, "SELECT seq FROM runs WHERE id = ?", runID).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, store.ErrNotFound
+	}
+	return seq, err
+}
+
+// Timeline implements store.Store.
+func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEntry, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	seq, err := s.seqOf(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.st.selTimeline.QueryContext(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.TimelineEntry
+	for rows.Next() {
+		var e store.TimelineEntry
+		var at int64
+		var st string
+		if err := rows.Scan(&e.N, &at, &st, &e.Attempt, &e.Error, &e.Code, &e.Note); err != nil {
+			return nil, err
+		}
+		e.At, e.Status = time.Unix(0, at), store.Status(st)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Effects implements store.Store.
+func (s *Store) Effects(ctx context.Context, runID string) ([]store.Effect, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	seq, err := s.seqOf(ctx, runID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.st.selEffects.QueryContext(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Effect
+	for rows.Next() {
+		e := store.Effect{RunID: runID}
+		var st string
+		var started int64
+		var completed sql.NullInt64
+		if err := rows.Scan(&e.Key, &st, &e.Epoch, (*[]byte)(&e.Output), &e.Error, &started, &completed); err != nil {
+			return nil, err
+		}
+		e.Status, e.StartedAt, e.CompletedAt = store.EffectStatus(st), time.Unix(0, started), fromNull(completed)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// Pending implements store.Store.
+func (s *Store) Pending(ctx context.Context) ([]store.Pending, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	rows, err := s.st.selPending.QueryContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Pending
+	for rows.Next() {
+		var p store.Pending
+		var retry sql.NullInt64
+		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry); err != nil {
+			return nil, err
+		}
+		p.RetryAt = fromNull(retry)
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// Counts implements store.Store. The writer keeps them in memory, so this
+// costs no query.
+func (s *Store) Counts(ctx context.Context) (map[store.Status]int64, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[store.Status]int64, len(store.Statuses))
+	for _, st := range store.Statuses {
+		out[st] = s.counts[st]
+	}
+	return out, nil
+}
+
+// Abandoned implements store.Store: running runs whose lease expired, or
+// whose owner was not seen by this process, which holds the database's
+// exclusive lock, so that owner is dead.
+func (s *Store) Abandoned(ctx context.Context, self string, now time.Time, limit int) ([]store.Run, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	rows, err := s.st.selRunning.QueryContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	running, err := collectRuns(rows)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.Run
+	for _, r := range running {
+		if len(out) == limit {
+			break
+		}
+		if !r.LeaseExpires.After(now) || (r.LeaseOwner != self && !s.ownerAlive(r.LeaseOwner)) {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// Rollups implements store.Store.
+func (s *Store) Rollups(ctx context.Context, from, to time.Time) ([]store.Rollup, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, "SELECT bucket, process, counts, hists FROM rollups WHERE bucket >= ? AND bucket < ? ORDER BY bucket, process, id",
+		from.UnixNano(), to.UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.Rollup
+	for rows.Next() {
+		var bucket int64
+		var process string
+		var counts, hists []byte
+		if err := rows.Scan(&bucket, &process, &counts, &hists); err != nil {
+			return nil, err
+		}
+		r := store.Rollup{Bucket: time.Unix(0, bucket), Process: process, Counts: map[string]int64{}, Hists: map[string][][]byte{}}
+		if err := json.Unmarshal(counts, &r.Counts); err != nil {
+			return nil, err
+		}
+		if len(hists) > 0 {
+			if err := json.Unmarshal(hists, &r.Hists); err != nil {
+				return nil, err
+			}
+		}
+		if n := len(out); n > 0 && out[n-1].Bucket.Equal(r.Bucket) && out[n-1].Process == process {
+			last := &out[n-1]
+			for k, v := range r.Counts {
+				last.Counts[k] += v
+			}
+			for k, v := range r.Hists {
+				last.Hists[k] = append(last.Hists[k], v...)
+			}
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Errors implements store.Store.
+func (s *Store) Errors(ctx context.Context, from, to time.Time, limit int) ([]store.ErrorRecord, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	rows, err := s.rdb.QueryContext(ctx, `SELECT id, at, kind, process, run_id, effect_key, context, message FROM errors
+		WHERE at >= ? AND at <= ? ORDER BY at DESC, id DESC LIMIT ?`, from.UnixNano(), to.UnixNano(), limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.ErrorRecord
+	for rows.Next() {
+		var e store.ErrorRecord
+		var at int64
+		if err := rows.Scan(&e.ID, &at, &e.Kind, &e.Process, &e.RunID, &e.EffectKey, &e.Context, &e.Message); err != nil {
+			return nil, err
+		}
+		e.At = time.Unix(0, at)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}

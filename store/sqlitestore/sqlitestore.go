@@ -1,0 +1,373 @@
+// Package sqlitestore is the default store.Store: one local SQLite file in
+// WAL mode, written by a single goroutine with group commit.
+//
+// Every write is a command sent to one writer goroutine that owns the only
+// write connection. It takes everything queued (up to Options.MaxBatch),
+// runs it in one BEGIN IMMEDIATE transaction, commits once, then answers
+// the callers. Reads use a separate small pool of query_only connections.
+// There is one writer connection and every write transaction takes the
+// write lock at BEGIN, so SQLITE_BUSY cannot arise inside the engine.
+//
+// A process holds an exclusive lock file (<path>.lock) while the store is
+// open. That proves that any lease held by an owner this process has not
+// seen belongs to a dead process: a fresh engine reclaims such runs at once
+// instead of waiting for their leases to expire.
+//
+// Durability: with Synchronous NORMAL (the default) a committed write
+// survives the process crashing (kill -9); the last commits before an OS
+// crash or power loss may be lost. FULL also survives power loss, at the
+// cost of an fsync per commit (amortised by group commit).
+package sqlitestore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"modernc.org/sqlite"
+
+	"github.com/yella-go/yella/store"
+)
+
+// Errors returned by Open.
+var (
+	// ErrLocked: another process has the database open for an engine.
+	ErrLocked = errors.New("database is in use by another engine process")
+	// ErrNotDatabase: the file exists but is not an SQLite database.
+	ErrNotDatabase = errors.New("file is not an SQLite database")
+	// ErrNewerSchema: the database was created by a newer version.
+	ErrNewerSchema = errors.New("database schema is newer than this build")
+)
+
+// Synchronous is SQLite's durability mode for commits in WAL mode.
+type Synchronous string
+
+// Durability modes.
+const (
+	// Normal survives a crash of the process; an OS crash or power loss may
+	// lose the last commits. The default.
+	Normal Synchronous = "NORMAL"
+	// Full also survives power loss: every commit is fsynced.
+	Full Synchronous = "FULL"
+)
+
+// Options configures a Store. The zero value means defaults.
+type Options struct {
+	// Synchronous is the durability mode. Defaults to Normal.
+	Synchronous Synchronous
+	// BusyTimeout bounds how long a connection waits for a lock held by
+	// another process (a backup tool, a CLI). Defaults to 5s.
+	BusyTimeout time.Duration
+	// ReadConns is the size of the read pool. Defaults to 2: on a 2-core
+	// machine more readers only add writer tail latency.
+	ReadConns int
+	// MaxBatch bounds the commands committed in one transaction. Defaults
+	// to 256.
+	MaxBatch int
+	// Logger receives the store's logs. Defaults to discarding them.
+	Logger *slog.Logger
+}
+
+// Stats describes the writer's work since Open.
+type Stats struct {
+	Batches     int64 // transactions committed
+	Commands    int64 // commands committed in them
+	CommitNanos int64 // total time spent in those transactions
+}
+
+// Store is a SQLite store.Store. Create it with Open.
+type Store struct {
+	path      string
+	opts      Options
+	log       *slog.Logger
+	lock      *os.File
+	exclusive bool
+
+	wdb  *sql.DB
+	conn *sql.Conn // the writer's connection
+	rdb  *sql.DB
+
+	cmds       chan *cmd
+	writerDone chan struct{}
+	closeMu    sync.RWMutex
+	closed     bool
+
+	mu     sync.Mutex
+	counts map[store.Status]int64
+	active map[string]int
+	live   map[string]bool // lease owners seen in this process
+	stats  Stats
+
+	begin, commit, rollback *sql.Stmt
+	st                      stmts
+}
+
+var _ store.Store = (*Store)(nil)
+
+func (o Options) withDefaults() (Options, error) {
+	switch strings.ToUpper(string(o.Synchronous)) {
+	case "":
+		o.Synchronous = Normal
+	case string(Normal), string(Full):
+		o.Synchronous = Synchronous(strings.ToUpper(string(o.Synchronous)))
+	default:
+		return o, fmt.Errorf("sqlitestore: Options.Synchronous must be NORMAL or FULL, got %q", o.Synchronous)
+	}
+	if o.BusyTimeout < 0 || o.ReadConns < 0 || o.MaxBatch < 0 {
+		return o, errors.New("sqlitestore: Options.BusyTimeout, ReadConns and MaxBatch must not be negative")
+	}
+	if o.BusyTimeout == 0 {
+		o.BusyTimeout = 5 * time.Second
+	}
+	if o.ReadConns == 0 {
+		o.ReadConns = 2
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = 256
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return o, nil
+}
+
+func dsn(path string, o Options, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous("+string(o.Synchronous)+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+// checkFile refuses a path that exists but is not an SQLite database,
+// before SQLite gets to touch it.
+func checkFile(path string) error {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	if st.Size() == 0 {
+		return nil
+	}
+	head := make([]byte, 16)
+	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head, []byte("SQLite format 3\x00")) {
+		return fmt.Errorf("%w: %s", ErrNotDatabase, path)
+	}
+	return nil
+}
+
+// Open opens (creating if needed) the database at path, migrates it, takes
+// the engine lock and starts the writer.
+func Open(path string, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("sqlitestore: path must be a file path, got %q (use store/memstore for an in-memory store)", path)
+	}
+	if path, err = filepath.Abs(path); err != nil {
+		return nil, err
+	}
+	if err := checkFile(path); err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	lock, exclusive, err := lockFile(path + ".lock")
+	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	s := &Store{
+		path: path, opts: opts, log: opts.Logger, lock: lock, exclusive: exclusive,
+		cmds: make(chan *cmd, 4*opts.MaxBatch), writerDone: make(chan struct{}),
+		counts: map[store.Status]int64{}, active: map[string]int{}, live: map[string]bool{},
+	}
+	if err := s.open(); err != nil {
+		s.closeDBs()
+		unlockFile(lock)
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	go s.writer()
+	return s, nil
+}
+
+func (s *Store) open() error {
+	ctx := context.Background()
+	var err error
+	if s.wdb, err = sql.Open("sqlite", dsn(s.path, s.opts, false)); err != nil {
+		return err
+	}
+	s.wdb.SetMaxOpenConns(1)
+	s.wdb.SetConnMaxIdleTime(0)
+	if s.conn, err = s.wdb.Conn(ctx); err != nil {
+		return s.classify(err)
+	}
+	if err := s.verifyPragmas(ctx); err != nil {
+		return err
+	}
+	if err := migrate(ctx, s.conn); err != nil {
+		return s.classify(err)
+	}
+	if s.rdb, err = sql.Open("sqlite", dsn(s.path, s.opts, true)); err != nil {
+		return err
+	}
+	s.rdb.SetMaxOpenConns(s.opts.ReadConns)
+	s.rdb.SetMaxIdleConns(s.opts.ReadConns)
+	if err := s.prepare(ctx); err != nil {
+		return s.classify(err)
+	}
+	return s.loadCounts(ctx)
+}
+
+// verifyPragmas checks that the DSN's settings took effect: WAL and the
+// requested synchronous mode are what the durability claims rest on.
+func (s *Store) verifyPragmas(ctx context.Context) error {
+	var mode string
+	if err := s.conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return s.classify(err)
+	}
+	if !strings.EqualFold(mode, "wal") {
+		return fmt.Errorf("journal_mode is %s, want wal (is the directory writable?)", mode)
+	}
+	var sync int
+	if err := s.conn.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync); err != nil {
+		return s.classify(err)
+	}
+	want := map[Synchronous]int{Normal: 1, Full: 2}[s.opts.Synchronous]
+	if sync != want {
+		return fmt.Errorf("synchronous is %d, want %d (%s)", sync, want, s.opts.Synchronous)
+	}
+	return nil
+}
+
+func (s *Store) loadCounts(ctx context.Context) error {
+	rows, err := s.rdb.QueryContext(ctx, "SELECT process, status, count(*) FROM runs GROUP BY process, status")
+	if err != nil {
+		return s.classify(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p, st string
+		var n int64
+		if err := rows.Scan(&p, &st, &n); err != nil {
+			return err
+		}
+		s.counts[store.Status(st)] += n
+		if store.Status(st).Active() {
+			s.active[p] += int(n)
+		}
+	}
+	return rows.Err()
+}
+
+// classify makes SQLite errors say what went wrong in operator terms.
+func (s *Store) classify(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return err
+	}
+	switch se.Code() & 0xff {
+	case 13: // SQLITE_FULL
+		return fmt.Errorf("disk full writing %s: %w", s.path, err)
+	case 26: // SQLITE_NOTADB
+		return fmt.Errorf("%w: %v", ErrNotDatabase, err)
+	case 11: // SQLITE_CORRUPT
+		return fmt.Errorf("database %s is corrupt: %w", s.path, err)
+	case 8: // SQLITE_READONLY
+		return fmt.Errorf("database %s is read-only (check file and directory permissions): %w", s.path, err)
+	case 14: // SQLITE_CANTOPEN
+		return fmt.Errorf("cannot open %s (does the directory exist and is it writable?): %w", s.path, err)
+	case 10: // SQLITE_IOERR
+		return fmt.Errorf("I/O error on %s: %w", s.path, err)
+	}
+	return err
+}
+
+// Path returns the absolute path of the database file.
+func (s *Store) Path() string { return s.path }
+
+// Stats returns the writer's statistics.
+func (s *Store) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+// Close waits for queued writes, stops the writer, closes the database and
+// releases the engine lock. Calls after Close return store.ErrClosed.
+func (s *Store) Close() error {
+	s.closeMu.Lock()
+	if s.closed {
+		s.closeMu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.cmds)
+	s.closeMu.Unlock()
+	<-s.writerDone
+	err := s.closeDBs()
+	if s.lock != nil {
+		unlockFile(s.lock)
+	}
+	return err
+}
+
+func (s *Store) closeDBs() error {
+	var errs []error
+	for _, st := range s.st.all() {
+		if st != nil {
+			st.Close()
+		}
+	}
+	for _, st := range []*sql.Stmt{s.begin, s.commit, s.rollback} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	if s.conn != nil {
+		errs = append(errs, s.conn.Close())
+	}
+	if s.wdb != nil {
+		errs = append(errs, s.wdb.Close())
+	}
+	if s.rdb != nil {
+		errs = append(errs, s.rdb.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Store) readable() error {
+	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	return nil
+}

@@ -1,0 +1,167 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"time"
+
+	"github.com/yella-go/yella/store"
+)
+
+const runCols = `seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, output,
+	error, error_code, then_event, idem_key, attempts, epoch, retry_at, lease_owner, lease_expires,
+	created_at, started_at, completed_at, version, tl`
+
+// setCols is the SET list of every status change: ?1 status, ?2 error,
+// ?3 code, ?4 output mode (0 keep, 1 set to ?5, 2 clear), ?6 then mode
+// (0 keep, 1 set to ?7), ?8 retry mode (0 keep, 1 set to ?9), ?10 now
+// (completed_at when the status is final), ?11 reset attempts, ?12 version.
+const setCols = `status = ?1, error = ?2, error_code = ?3, lease_owner = NULL, lease_expires = NULL,
+	output = CASE ?4 WHEN 1 THEN ?5 WHEN 2 THEN NULL ELSE output END,
+	then_event = CASE ?6 WHEN 1 THEN ?7 ELSE then_event END,
+	retry_at = CASE ?8 WHEN 1 THEN ?9 ELSE retry_at END,
+	completed_at = CASE WHEN ?1 IN ('idle', 'running') THEN NULL ELSE ?10 END,
+	attempts = CASE WHEN ?11 THEN 0 ELSE attempts END,
+	version = CASE WHEN ?12 = '' THEN version ELSE ?12 END,
+	tl = tl + 1`
+
+type stmts struct {
+	// writer
+	insRun, insTL, selIdem, seqOf, selRunW, claim, finish, update *sql.Stmt
+	setCtx, heartbeat, effStart, effFinish, effClear, effDone     *sql.Stmt
+	insRollup, insError                                           *sql.Stmt
+	// readers
+	selRun, selEffects, selTimeline, selChain, selPending, selRunning *sql.Stmt
+}
+
+func (s *stmts) all() []*sql.Stmt {
+	return []*sql.Stmt{s.insRun, s.insTL, s.selIdem, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
+		s.setCtx, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.insRollup, s.insError,
+		s.selRun, s.selEffects, s.selTimeline, s.selChain, s.selPending, s.selRunning}
+}
+
+func (s *Store) prepare(ctx context.Context) error {
+	w := func(q string) *sql.Stmt {
+		st, err := s.conn.PrepareContext(ctx, q)
+		if err != nil {
+			panic(prepErr{q, err})
+		}
+		return st
+	}
+	r := func(q string) *sql.Stmt {
+		st, err := s.rdb.PrepareContext(ctx, q)
+		if err != nil {
+			panic(prepErr{q, err})
+		}
+		return st
+	}
+	var err error
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				pe, ok := p.(prepErr)
+				if !ok {
+					panic(p)
+				}
+				err = pe
+			}
+		}()
+		s.begin, s.commit, s.rollback = w("BEGIN IMMEDIATE"), w("COMMIT"), w("ROLLBACK")
+		s.st = stmts{
+			insRun: w(`INSERT INTO runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at, tl)
+				VALUES (?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, 1) RETURNING seq`),
+			insTL:   w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+			selIdem: w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
+			seqOf:   w(`SELECT seq FROM runs WHERE id = ?`),
+			selRunW: w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
+			claim: w(`UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = ?, lease_expires = ?,
+				started_at = ?, retry_at = NULL, output = NULL, tl = tl + 1
+				WHERE id = ? AND status = 'idle' AND (retry_at IS NULL OR retry_at <= ?) RETURNING ` + runCols),
+			finish:    w(`UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + runCols),
+			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + runCols),
+			setCtx:    w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
+			heartbeat: w(`UPDATE runs SET lease_expires = ? WHERE status = 'running' AND lease_owner = ? RETURNING id, epoch`),
+			effStart: w(`INSERT INTO effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
+				SELECT seq, ?, 'started', epoch, NULL, '', ?, NULL FROM runs WHERE id = ? AND status = 'running' AND epoch = ?
+				ON CONFLICT (run_seq, key) DO UPDATE SET status = 'started', epoch = excluded.epoch, output = NULL, error = '',
+				started_at = excluded.started_at, completed_at = NULL WHERE effects.status != 'completed'`),
+			effFinish: w(`UPDATE effects SET status = ?, output = ?, error = ?, completed_at = ?
+				WHERE run_seq = (SELECT seq FROM runs WHERE id = ?) AND key = ? AND status = 'started' AND epoch = ?`),
+			effClear: w(`DELETE FROM effects WHERE run_seq = ? AND status = 'started'`),
+			effDone: w(`INSERT INTO effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
+				VALUES (?, ?, 'completed', ?, ?, '', ?, ?)
+				ON CONFLICT (run_seq, key) DO UPDATE SET status = 'completed', output = excluded.output, error = '', completed_at = excluded.completed_at`),
+			insRollup: w(`INSERT INTO rollups (bucket, process, counts, hists) VALUES (?, ?, ?, ?)`),
+			insError:  w(`INSERT INTO errors (at, kind, process, run_id, effect_key, context, message) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+
+			selRun:      r(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
+			selEffects:  r(`SELECT key, status, epoch, output, error, started_at, completed_at FROM effects WHERE run_seq = ? ORDER BY key`),
+			selTimeline: r(`SELECT n, at, status, attempt, error, code, note FROM timeline WHERE run_seq = ? ORDER BY n`),
+			selChain:    r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ? ORDER BY depth, seq`),
+			selPending:  r(`SELECT id, seq, process, correlation_id, retry_at FROM runs WHERE status = 'idle' ORDER BY seq`),
+			selRunning:  r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
+		}
+	}()
+	return err
+}
+
+type prepErr struct {
+	q   string
+	err error
+}
+
+func (e prepErr) Error() string { return "prepare " + e.q + ": " + e.err.Error() }
+
+type scanner interface{ Scan(...any) error }
+
+// scanRun reads one row of runCols.
+func scanRun(sc scanner) (store.Run, int, error) {
+	var r store.Run
+	var parent, idem, owner sql.NullString
+	var retry, expires, started, completed sql.NullInt64
+	var status string
+	var created int64
+	var tl int
+	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
+		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), (*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem,
+		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl)
+	if err != nil {
+		return r, 0, err
+	}
+	r.Status = store.Status(status)
+	r.ParentID, r.IdempotencyKey, r.LeaseOwner = parent.String, idem.String, owner.String
+	r.RetryAt, r.LeaseExpires = fromNull(retry), fromNull(expires)
+	r.CreatedAt, r.StartedAt, r.CompletedAt = time.Unix(0, created), fromNull(started), fromNull(completed)
+	return r, tl, nil
+}
+
+func fromNull(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.Unix(0, n.Int64)
+}
+
+// ns stores a time as Unix nanoseconds, the zero time as NULL.
+func ns(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// blob stores a JSON value, nil as NULL.
+func blob(b json.RawMessage) any {
+	if b == nil {
+		return nil
+	}
+	return []byte(b)
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}

@@ -1,0 +1,172 @@
+package sqlitestore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/yella-go/yella/store"
+)
+
+// cmd is one write: fn runs inside the batch transaction; its error (a
+// store sentinel such as ErrFenced, which must leave nothing written, or an
+// SQL error) is returned to the caller once the batch has committed.
+type cmd struct {
+	fn   func(w *wtx) error
+	err  error
+	done chan struct{}
+}
+
+// wtx is the writer's view of one batch transaction: the connection's
+// prepared statements and the in-memory bookkeeping the batch changes,
+// applied to the store only if the batch commits.
+type wtx struct {
+	s       *Store
+	ctx     context.Context
+	dCounts map[store.Status]int64
+	dActive map[string]int
+}
+
+func (w *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
+	return st.ExecContext(w.ctx, args...)
+}
+
+// active is the number of idle or running runs of process, including this
+// batch's changes.
+func (w *wtx) active(process string) int {
+	w.s.mu.Lock()
+	n := w.s.active[process]
+	w.s.mu.Unlock()
+	return n + w.dActive[process]
+}
+
+// moved records that a run of process went from one status to another
+// ("" for a new or deleted run).
+func (w *wtx) moved(process string, from, to store.Status) {
+	if from != "" {
+		w.dCounts[from]--
+		if from.Active() {
+			w.dActive[process]--
+		}
+	}
+	if to != "" {
+		w.dCounts[to]++
+		if to.Active() {
+			w.dActive[process]++
+		}
+	}
+}
+
+// do queues fn and waits for its batch to commit. Only the queueing
+// respects ctx: once queued, a write completes, so that a caller that gives
+// up never leaves a committed change it did not hear about.
+func (s *Store) do(ctx context.Context, fn func(w *wtx) error) error {
+	c := &cmd{fn: fn, done: make(chan struct{})}
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return store.ErrClosed
+	}
+	select {
+	case s.cmds <- c:
+		s.closeMu.RUnlock()
+	case <-ctx.Done():
+		s.closeMu.RUnlock()
+		return ctx.Err()
+	}
+	<-c.done
+	return c.err
+}
+
+// writer owns the write connection. It takes every queued command (up to
+// MaxBatch), runs them in one BEGIN IMMEDIATE transaction, commits once and
+// only then answers the callers: group commit.
+func (s *Store) writer() {
+	defer close(s.writerDone)
+	batch := make([]*cmd, 0, s.opts.MaxBatch)
+	for c := range s.cmds {
+		batch = append(batch[:0], c)
+	fill:
+		for len(batch) < s.opts.MaxBatch {
+			select {
+			case c, ok := <-s.cmds:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, c)
+			default:
+				break fill
+			}
+		}
+		s.runBatch(batch)
+	}
+}
+
+// runBatch commits a batch. If the transaction fails as a whole (an SQL
+// error inside a command, or the commit itself, e.g. a full disk), it is
+// rolled back and each command is retried in a transaction of its own, so
+// one bad command cannot fail the others.
+func (s *Store) runBatch(batch []*cmd) {
+	if err := s.tryBatch(batch); err != nil {
+		if len(batch) == 1 {
+			batch[0].err = err
+		} else {
+			for _, c := range batch {
+				if err := s.tryBatch([]*cmd{c}); err != nil {
+					c.err = err
+				}
+			}
+		}
+	}
+	for _, c := range batch {
+		close(c.done)
+	}
+}
+
+// tryBatch runs cmds in one transaction. Store sentinel errors are
+// per-command results; any other error fails the transaction.
+func (s *Store) tryBatch(cmds []*cmd) error {
+	ctx := context.Background()
+	w := &wtx{s: s, ctx: ctx, dCounts: map[store.Status]int64{}, dActive: map[string]int{}}
+	start := time.Now()
+	if _, err := s.begin.ExecContext(ctx); err != nil {
+		return s.classify(err)
+	}
+	for _, c := range cmds {
+		c.err = nil
+		if err := c.fn(w); err != nil {
+			if isSentinel(err) {
+				c.err = err
+				continue
+			}
+			s.rollback.ExecContext(ctx)
+			return s.classify(err)
+		}
+	}
+	if _, err := s.commit.ExecContext(ctx); err != nil {
+		s.rollback.ExecContext(ctx)
+		return s.classify(err)
+	}
+	s.mu.Lock()
+	for st, d := range w.dCounts {
+		s.counts[st] += d
+	}
+	for p, d := range w.dActive {
+		s.active[p] += d
+		if s.active[p] == 0 {
+			delete(s.active, p)
+		}
+	}
+	s.stats.Batches++
+	s.stats.Commands += int64(len(cmds))
+	s.stats.CommitNanos += time.Since(start).Nanoseconds()
+	s.mu.Unlock()
+	return nil
+}
+
+func isSentinel(err error) bool {
+	var se *store.StatusError
+	return errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
+		errors.Is(err, store.ErrNotAdmitted) || errors.As(err, &se)
+}
