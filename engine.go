@@ -213,7 +213,7 @@ func (e *Engine) Start(ctx context.Context) error {
 			e.internalError("reclaim", err)
 		}
 	})
-	e.every(e.cfg.FlushInterval, e.flush)
+	e.every(e.cfg.FlushInterval, func() { e.flush(e.clock.Now()) })
 	if e.cfg.Retention > 0 || e.cfg.ObservabilityRetention > 0 {
 		e.every(e.cfg.RetentionInterval, e.prune)
 	}
@@ -279,7 +279,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		stopErr = &Error{Code: CodeGracefulStopTimeout, Op: "stop", Msg: "in-flight runs were abandoned", Err: ctx.Err()}
 	}
 	e.stopLoops()
-	e.flush()
+	e.flush(time.Time{})
 	e.disp.Close()
 	e.stopRun(errStopped)
 	e.mu.Lock()
@@ -460,8 +460,9 @@ func (e *Engine) afterFailure(r *store.Run, ev Event, msg string, code Code) {
 	}
 }
 
-func (e *Engine) flush() {
-	if err := e.rec.Flush(e.io, e.store); err != nil {
+// flush writes the rollups of buckets closed by before (all if zero).
+func (e *Engine) flush(before time.Time) {
+	if err := e.rec.Flush(e.io, e.store, before); err != nil {
 		e.log.Warn("observability flush failed; kept for the next one", "err", err)
 	}
 }

@@ -52,10 +52,16 @@ func TestRecorderFlushAndQuery(t *testing.T) {
 	r.Observe(t0, "p", "run", 10*time.Millisecond)
 	r.Observe(t0.Add(time.Minute), "p", "run", 30*time.Millisecond)
 	r.Count(t0, "q", "started", 2)
-	if err := r.Flush(ctx, st); err != nil {
+	if err := r.Flush(ctx, st, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	r.Observe(t0.Add(time.Minute), "p", "run", 20*time.Millisecond) // pending, not flushed
+	if err := r.Flush(ctx, st, t0.Add(time.Minute)); err != nil { // the open bucket stays in memory
+		t.Fatal(err)
+	}
+	if rs, _ := st.Rollups(ctx, t0.Add(time.Minute).Truncate(time.Minute), t0.Add(time.Hour)); len(rs) != 1 || rs[0].Counts["run"] != 1 {
+		t.Fatalf("open bucket was flushed: %+v", rs)
+	}
 	bs, step, err := r.Query(ctx, st, t0.Add(-30*time.Second), t0.Add(89*time.Second), 30*time.Second, "")
 	if err != nil {
 		t.Fatal(err)

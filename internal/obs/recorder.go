@@ -95,12 +95,23 @@ func (r *Recorder) DroppedErrors() int64 {
 	return r.droppedErrors
 }
 
-// Flush writes pending rollups and errors to st. On failure they are kept
-// and retried by the next flush.
-func (r *Recorder) Flush(ctx context.Context, st store.Store) error {
+// Flush writes to st the rollups of buckets that ended by before (pass a
+// zero time to flush everything, as at shutdown) and every pending error
+// record. Writing only closed buckets keeps to about one stored row per
+// process and bucket; queries merge the open ones from memory. On failure
+// everything is kept for the next flush.
+func (r *Recorder) Flush(ctx context.Context, st store.Store, before time.Time) error {
 	r.mu.Lock()
 	pending, errs := r.pending, r.errors
 	r.pending, r.errors = map[key]*agg{}, nil
+	if !before.IsZero() {
+		for k, a := range pending {
+			if time.Unix(0, k.bucket).Add(r.bucket).After(before) {
+				r.pending[k] = a
+				delete(pending, k)
+			}
+		}
+	}
 	r.mu.Unlock()
 	if len(pending) == 0 && len(errs) == 0 {
 		return nil
