@@ -56,7 +56,7 @@ func TestRecorderFlushAndQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Observe(t0.Add(time.Minute), "p", "run", 20*time.Millisecond) // pending, not flushed
-	if err := r.Flush(ctx, st, t0.Add(time.Minute)); err != nil { // the open bucket stays in memory
+	if err := r.Flush(ctx, st, t0.Add(time.Minute)); err != nil {   // the open bucket stays in memory
 		t.Fatal(err)
 	}
 	if rs, _ := st.Rollups(ctx, t0.Add(time.Minute).Truncate(time.Minute), t0.Add(time.Hour)); len(rs) != 1 || rs[0].Counts["run"] != 1 {
