@@ -414,11 +414,22 @@ func (e *Engine) abandon(r store.Run, now time.Time, why string, code Code, recl
 		}
 		return
 	}
-	ev := runEvent(&res.Run)
+	done := ended(r, res.Run)
+	ev := runEvent(&done)
 	if reclaim {
 		e.publish(with(ev, LeaseReclaim))
 	}
-	e.afterFailure(&res.Run, ev, msg, code)
+	e.afterFailure(&done, ev, msg, code)
+}
+
+// ended merges the outcome of an attempt's end, as a store reports it (see
+// store.UpdateResult), into the run as the attempt knew it.
+func ended(known, got store.Run) store.Run {
+	known.Status, known.Error, known.ErrorCode, known.Then = got.Status, got.Error, got.ErrorCode, got.Then
+	known.Output, known.Attempts, known.Epoch = got.Output, got.Attempts, got.Epoch
+	known.RetryAt, known.CompletedAt = got.RetryAt, got.CompletedAt
+	known.LeaseOwner, known.LeaseExpires = "", time.Time{}
+	return known
 }
 
 // failureOutcome decides where a run goes after a failed attempt number

@@ -211,7 +211,8 @@ func (a *attempt) finalize(res Result, fenced bool) {
 		}
 		return
 	}
-	r := &out.Run
+	done := ended(a.run, out.Run)
+	r := &done
 	ev := runEvent(r)
 	ev.Duration = dur
 	for _, c := range out.Children.Admitted {

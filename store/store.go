@@ -310,6 +310,11 @@ type Outcome struct {
 
 // UpdateResult is the run after an update and what its follow-up admission did.
 type UpdateResult struct {
+	// Run is the run after the update. Stores may leave Payload and Context
+	// nil (an update never changes them). For an update with Epoch set (an
+	// attempt ending, whose caller knows the run), stores may fill only ID,
+	// Seq, Status, Error, ErrorCode, Then, Output, Attempts, Epoch, RetryAt
+	// and CompletedAt.
 	Run      Run
 	Children AdmitResult
 }
@@ -396,8 +401,10 @@ type Store interface {
 	// Claim moves the given idle, due runs to running for req.Owner until
 	// req.LeaseUntil: the epoch and attempts increase by one and a timeline
 	// entry is appended. Runs that are not idle or not yet due are skipped.
-	// The claimed runs are returned in request order, with payload and
-	// context.
+	// The claimed runs are returned in request order with what executing
+	// them needs: identity (ID, Seq, Process, Event, CorrelationID,
+	// ParentID, Depth), Payload, Context, Attempts, Epoch, Status and the
+	// lease; stores may leave other fields zero.
 	Claim(ctx context.Context, req ClaimRequest) ([]Run, error)
 
 	// Update applies one conditional transition (see Update).

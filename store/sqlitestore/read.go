@@ -45,7 +45,7 @@ func where(f *store.RunFilter, statuses []store.Status) (string, []any) {
 		conds = append(conds, "parent_id IS NULL")
 	}
 	if f.CorrelationID != "" {
-		conds, args = append(conds, "correlation_id = ?"), append(args, f.CorrelationID)
+		conds, args = append(conds, "(correlation_id = ? OR id = ?)"), append(args, f.CorrelationID, f.CorrelationID)
 	}
 	if f.After > 0 {
 		if f.Order == store.OldestFirst {
@@ -91,8 +91,27 @@ func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error
 	return all, nil
 }
 
+// indexFor picks the index of a listing, so the plan does not depend on
+// statistics: a status other than completed is rare, a process or an event
+// narrows, and otherwise the table is read in seq order, where recent runs
+// are mostly completed.
+func indexFor(f *store.RunFilter, statuses []store.Status) string {
+	switch {
+	case f.CorrelationID != "":
+		return ""
+	case len(statuses) == 1 && statuses[0] != store.StatusCompleted:
+		return " INDEXED BY runs_status"
+	case f.Process != "":
+		return " INDEXED BY runs_process"
+	case f.Event != "":
+		return " INDEXED BY runs_event"
+	}
+	return ""
+}
+
 func (s *Store) runsQuery(ctx context.Context, f *store.RunFilter, statuses []store.Status) ([]store.Run, error) {
 	w, args := where(f, statuses)
+	w = indexFor(f, statuses) + w
 	order := " ORDER BY seq DESC"
 	if f.Order == store.OldestFirst {
 		order = " ORDER BY seq"
@@ -150,12 +169,21 @@ func (s *Store) seqOf(ctx context.Context, runID string) (int64, error) {
 	return seq, err
 }
 
-// Timeline implements store.Store.
+// Timeline implements store.Store. Two entries are implicit (see the
+// timeline table): admission, and the running entry of the attempt in
+// progress.
 func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEntry, error) {
 	if err := s.readable(); err != nil {
 		return nil, err
 	}
-	seq, err := s.seqOf(ctx, runID)
+	var seq, created int64
+	var started sql.NullInt64
+	var status string
+	var attempts, tl int
+	err := s.st.selRunTL.QueryRowContext(ctx, runID).Scan(&seq, &status, &attempts, &created, &started, &tl)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, store.ErrNotFound
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -164,7 +192,7 @@ func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEnt
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.TimelineEntry
+	out := []store.TimelineEntry{{N: 1, At: time.Unix(0, created), Status: store.StatusIdle, Note: "admitted"}}
 	for rows.Next() {
 		var e store.TimelineEntry
 		var at int64
@@ -175,7 +203,13 @@ func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEnt
 		e.At, e.Status = time.Unix(0, at), store.Status(st)
 		out = append(out, e)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if store.Status(status) == store.StatusRunning && started.Valid {
+		out = append(out, store.TimelineEntry{N: tl + 1, At: time.Unix(0, started.Int64), Status: store.StatusRunning, Attempt: attempts, Note: "claimed"})
+	}
+	return out, nil
 }
 
 // Effects implements store.Store.

@@ -9,14 +9,29 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-const runCols = `seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, output,
+const runCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, payload, context, output,
 	error, error_code, then_event, idem_key, attempts, epoch, retry_at, lease_owner, lease_expires,
 	created_at, started_at, completed_at, version, tl`
+
+// claimCols are the columns a claim returns: the ones the claim does not
+// set itself.
+const claimCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, payload, context,
+	attempts, epoch`
+
+// updCols are the columns an update returns: all but the payload and
+// context, which an update never changes (store.UpdateResult).
+const updCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, output,
+	error, error_code, then_event, idem_key, attempts, epoch, retry_at, created_at, started_at, completed_at, version, tl`
+
+// finCols are the columns an attempt's end returns (store.UpdateResult).
+const finCols = `seq, process, attempts, started_at, tl`
 
 // setCols is the SET list of every status change: ?1 status, ?2 error,
 // ?3 code, ?4 output mode (0 keep, 1 set to ?5, 2 clear), ?6 then mode
 // (0 keep, 1 set to ?7), ?8 retry mode (0 keep, 1 set to ?9), ?10 now
 // (completed_at when the status is final), ?11 reset attempts, ?12 version.
+// Ending an attempt also writes its implicit running entry (see the
+// timeline table), hence two timeline entries.
 const setCols = `status = ?1, error = ?2, error_code = ?3, lease_owner = NULL, lease_expires = NULL,
 	output = CASE ?4 WHEN 1 THEN ?5 WHEN 2 THEN NULL ELSE output END,
 	then_event = CASE ?6 WHEN 1 THEN ?7 ELSE then_event END,
@@ -24,21 +39,21 @@ const setCols = `status = ?1, error = ?2, error_code = ?3, lease_owner = NULL, l
 	completed_at = CASE WHEN ?1 IN ('idle', 'running') THEN NULL ELSE ?10 END,
 	attempts = CASE WHEN ?11 THEN 0 ELSE attempts END,
 	version = CASE WHEN ?12 = '' THEN version ELSE ?12 END,
-	tl = tl + 1`
+	tl = tl + CASE status WHEN 'running' THEN 2 ELSE 1 END`
 
 type stmts struct {
 	// writer
-	insRun, insTL, selIdem, seqOf, selRunW, claim, finish, update *sql.Stmt
-	setCtx, heartbeat, effStart, effFinish, effClear, effDone     *sql.Stmt
-	insRollup, insError                                           *sql.Stmt
+	insRun, insTL, insTL2, selIdem, seqOf, selRunW, claim, finish, update *sql.Stmt
+	setCtx, heartbeat, effStart, effFinish, effClear, effDone             *sql.Stmt
+	insRollup, insError                                                   *sql.Stmt
 	// readers
-	selRun, selEffects, selTimeline, selChain, selPending, selRunning *sql.Stmt
+	selRun, selEffects, selTimeline, selRunTL, selChain, selPending, selRunning *sql.Stmt
 }
 
 func (s *stmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.insRun, s.insTL, s.selIdem, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
+	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
 		s.setCtx, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.insRollup, s.insError,
-		s.selRun, s.selEffects, s.selTimeline, s.selChain, s.selPending, s.selRunning}
+		s.selRun, s.selEffects, s.selTimeline, s.selRunTL, s.selChain, s.selPending, s.selRunning}
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -69,17 +84,19 @@ func (s *Store) prepare(ctx context.Context) error {
 		}()
 		s.begin, s.commit, s.rollback = w("BEGIN IMMEDIATE"), w("COMMIT"), w("ROLLBACK")
 		s.st = stmts{
-			insRun: w(`INSERT INTO runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at, tl)
-				VALUES (?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, 1) RETURNING seq`),
-			insTL:   w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+			insRun: w(`INSERT INTO runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?) RETURNING seq`),
+			insTL: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
+				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?4, ?7, ?8, ?9)`),
 			selIdem: w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
 			seqOf:   w(`SELECT seq FROM runs WHERE id = ?`),
 			selRunW: w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			claim: w(`UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = ?, lease_expires = ?,
-				started_at = ?, retry_at = NULL, output = NULL, tl = tl + 1
-				WHERE id = ? AND status = 'idle' AND (retry_at IS NULL OR retry_at <= ?) RETURNING ` + runCols),
-			finish:    w(`UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + runCols),
-			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + runCols),
+				started_at = ?, retry_at = NULL, output = NULL
+				WHERE id = ? AND status = 'idle' AND (retry_at IS NULL OR retry_at <= ?) RETURNING ` + claimCols),
+			finish:    w(`UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + finCols),
+			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
 			setCtx:    w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
 			heartbeat: w(`UPDATE runs SET lease_expires = ? WHERE status = 'running' AND lease_owner = ? RETURNING id, epoch`),
 			effStart: w(`INSERT INTO effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
@@ -98,8 +115,9 @@ func (s *Store) prepare(ctx context.Context) error {
 			selRun:      r(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			selEffects:  r(`SELECT key, status, epoch, output, error, started_at, completed_at FROM effects WHERE run_seq = ? ORDER BY key`),
 			selTimeline: r(`SELECT n, at, status, attempt, error, code, note FROM timeline WHERE run_seq = ? ORDER BY n`),
-			selChain:    r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ? ORDER BY depth, seq`),
-			selPending:  r(`SELECT id, seq, process, correlation_id, retry_at FROM runs WHERE status = 'idle' ORDER BY seq`),
+			selRunTL:    r(`SELECT seq, status, attempts, created_at, started_at, tl FROM runs WHERE id = ?`),
+			selChain:    r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR id = ?1 ORDER BY depth, seq`),
+			selPending:  r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM runs WHERE status = 'idle' ORDER BY seq`),
 			selRunning:  r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
 		}
 	}()
@@ -134,6 +152,33 @@ func scanRun(sc scanner) (store.Run, int, error) {
 	r.RetryAt, r.LeaseExpires = fromNull(retry), fromNull(expires)
 	r.CreatedAt, r.StartedAt, r.CompletedAt = time.Unix(0, created), fromNull(started), fromNull(completed)
 	return r, tl, nil
+}
+
+// scanClaimed reads one row of claimCols into a run claimed by req.
+func scanClaimed(sc scanner, owner string, now, until time.Time) (store.Run, error) {
+	r := store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
+	var parent sql.NullString
+	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth,
+		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &r.Attempts, &r.Epoch)
+	r.ParentID = parent.String
+	return r, err
+}
+
+// scanUpdated reads one row of updCols.
+func scanUpdated(sc scanner) (store.Run, int, error) {
+	var r store.Run
+	var parent, idem sql.NullString
+	var retry, started, completed sql.NullInt64
+	var status string
+	var created int64
+	var tl int
+	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
+		(*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem, &r.Attempts, &r.Epoch, &retry,
+		&created, &started, &completed, &r.Version, &tl)
+	r.Status = store.Status(status)
+	r.ParentID, r.IdempotencyKey = parent.String, idem.String
+	r.RetryAt, r.CreatedAt, r.StartedAt, r.CompletedAt = fromNull(retry), time.Unix(0, created), fromNull(started), fromNull(completed)
+	return r, tl, err
 }
 
 func fromNull(n sql.NullInt64) time.Time {

@@ -67,13 +67,14 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 		if corr == "" {
 			corr = nr.ID
 		}
+		stored := any(corr)
+		if corr == nr.ID {
+			stored = nil // a root: its correlation id is its own id
+		}
 		var seq int64
-		err := w.s.st.insRun.QueryRowContext(w.ctx, nr.ID, nr.Process, a.Event, corr, nullStr(a.ParentID), a.Depth,
+		err := w.s.st.insRun.QueryRowContext(w.ctx, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
 			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano()).Scan(&seq)
 		if err != nil {
-			return err
-		}
-		if _, err := w.exec(w.s.st.insTL, seq, 1, a.Now.UnixNano(), string(store.StatusIdle), 0, "", "", "admitted"); err != nil {
 			return err
 		}
 		w.moved(nr.Process, "", store.StatusIdle)
@@ -106,14 +107,13 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	err := s.do(ctx, func(w *wtx) error {
 		out = out[:0]
 		for _, id := range req.IDs {
-			r, tl, err := scanRun(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), id, req.Now.UnixNano()))
+			// The running timeline entry stays implicit until the attempt ends.
+			r, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), id, req.Now.UnixNano()),
+				req.Owner, req.Now, req.LeaseUntil)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
 			if err != nil {
-				return err
-			}
-			if err := w.timeline(r.Seq, tl, req.Now, r.Status, r.Attempts, "", "", "claimed"); err != nil {
 				return err
 			}
 			w.moved(r.Process, store.StatusIdle, store.StatusRunning)
@@ -124,8 +124,16 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	return out, err
 }
 
-func (w *wtx) timeline(seq int64, n int, at time.Time, st store.Status, attempt int, errMsg, code, note string) error {
-	_, err := w.exec(w.s.st.insTL, seq, n, at.UnixNano(), string(st), attempt, errMsg, code, note)
+// timeline appends the entry of a transition that moved a run from one
+// status, as entry n (the run's new entry count). If the transition ended an
+// attempt, the attempt's implicit running entry is written with it.
+func (w *wtx) timeline(r *store.Run, from store.Status, n int, at time.Time, errMsg, code, note string) error {
+	var err error
+	if from == store.StatusRunning {
+		_, err = w.exec(w.s.st.insTL2, r.Seq, n, r.StartedAt.UnixNano(), r.Attempts, at.UnixNano(), string(r.Status), errMsg, code, note)
+	} else {
+		_, err = w.exec(w.s.st.insTL, r.Seq, n, at.UnixNano(), string(r.Status), r.Attempts, errMsg, code, note)
+	}
 	return err
 }
 
@@ -193,7 +201,26 @@ func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 	} else {
 		row = w.s.st.finish.QueryRowContext(w.ctx, append(args, u.RunID, u.Epoch)...)
 	}
-	r, tl, err := scanRun(row)
+	var r store.Run
+	var tl int
+	var err error
+	if needRead {
+		r, tl, err = scanUpdated(row)
+	} else {
+		// The attempt knows the run; return what the update decided
+		// (store.UpdateResult) without reading the rest back.
+		var started int64
+		err = row.Scan(&r.Seq, &r.Process, &r.Attempts, &started, &tl)
+		r.ID, r.Epoch, r.StartedAt, r.Status, r.Error, r.ErrorCode = u.RunID, u.Epoch, time.Unix(0, started), to, errMsg, code
+		switch to {
+		case store.StatusCompleted, store.StatusDeferred:
+			r.Output, r.Then, r.CompletedAt = u.Output, u.Then, u.Now
+		case store.StatusIdle:
+			r.RetryAt = u.RetryAt
+		default:
+			r.CompletedAt = u.Now
+		}
+	}
 	if errors.Is(err, sql.ErrNoRows) { // the epoch no longer owns the run
 		var seq int64
 		if err := w.s.st.seqOf.QueryRowContext(w.ctx, u.RunID).Scan(&seq); errors.Is(err, sql.ErrNoRows) {
@@ -225,7 +252,7 @@ func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 			return res, err
 		}
 	}
-	if err := w.timeline(r.Seq, tl, u.Now, to, r.Attempts, errMsg, code, note); err != nil {
+	if err := w.timeline(&r, from, tl, u.Now, errMsg, code, note); err != nil {
 		return res, err
 	}
 	res.Run = r

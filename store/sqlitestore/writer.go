@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"runtime"
 	"time"
 
 	"github.com/yella-go/yella/store"
@@ -79,6 +80,10 @@ func (s *Store) do(ctx context.Context, fn func(w *wtx) error) error {
 	return c.err
 }
 
+// lingerRounds is how many times the writer yields to collect more commands
+// before it commits a batch.
+var lingerRounds = 2
+
 // writer owns the write connection. It takes every queued command (up to
 // MaxBatch), runs them in one BEGIN IMMEDIATE transaction, commits once and
 // only then answers the callers: group commit.
@@ -87,16 +92,24 @@ func (s *Store) writer() {
 	batch := make([]*cmd, 0, s.opts.MaxBatch)
 	for c := range s.cmds {
 		batch = append(batch[:0], c)
-	fill:
-		for len(batch) < s.opts.MaxBatch {
-			select {
-			case c, ok := <-s.cmds:
-				if !ok {
+		for round := 0; round < lingerRounds && len(batch) < s.opts.MaxBatch; round++ {
+			if round > 0 {
+				// Let the goroutines that are about to write queue their
+				// commands: a bigger batch costs far less than another
+				// transaction (each commit writes every dirty page).
+				runtime.Gosched()
+			}
+		fill:
+			for len(batch) < s.opts.MaxBatch {
+				select {
+				case c, ok := <-s.cmds:
+					if !ok {
+						break fill
+					}
+					batch = append(batch, c)
+				default:
 					break fill
 				}
-				batch = append(batch, c)
-			default:
-				break fill
 			}
 		}
 		s.runBatch(batch)

@@ -5,7 +5,7 @@ CREATE TABLE runs (
     id             TEXT    NOT NULL UNIQUE,
     process        TEXT    NOT NULL,
     event          TEXT    NOT NULL,
-    correlation_id TEXT    NOT NULL,
+    correlation_id TEXT,             -- NULL for a root run: its own id
     parent_id      TEXT,
     depth          INTEGER NOT NULL DEFAULT 0,
     status         TEXT    NOT NULL CHECK (status IN ('idle','running','completed','deferred','errored','dead-letter','fenced')),
@@ -25,20 +25,26 @@ CREATE TABLE runs (
     started_at     INTEGER,
     completed_at   INTEGER,
     version        TEXT    NOT NULL DEFAULT '',
-    tl             INTEGER NOT NULL DEFAULT 0  -- timeline entries so far
+    tl             INTEGER NOT NULL DEFAULT 1  -- timeline entries so far, counting the implicit ones
 );
--- Every index below serves a query of the API or the dashboard. Secondary
--- indexes end in the rowid (seq), so "WHERE status = ? ORDER BY seq" pages
--- without sorting.
+-- Every index below serves a query of the API or the dashboard, and each
+-- is chosen to cost little per run: secondary indexes end in the rowid
+-- (seq), so "WHERE x = ? ORDER BY seq" pages without sorting; the process
+-- and event of a run never change, so those indexes are written once; a
+-- root run's correlation id is its own id and is stored as NULL, so only
+-- follow-up runs enter the correlation index.
 CREATE INDEX runs_status ON runs (status);
-CREATE INDEX runs_process_status ON runs (process, status);
+CREATE INDEX runs_process ON runs (process);
 CREATE INDEX runs_event ON runs (event);
-CREATE INDEX runs_correlation ON runs (correlation_id);
+CREATE INDEX runs_correlation ON runs (correlation_id) WHERE correlation_id IS NOT NULL;
 CREATE INDEX runs_parent ON runs (parent_id) WHERE parent_id IS NOT NULL;
 CREATE INDEX runs_completed ON runs (completed_at) WHERE status = 'completed';
-CREATE INDEX runs_lease ON runs (lease_expires) WHERE status = 'running';
 CREATE UNIQUE INDEX runs_idem ON runs (event, idem_key, process) WHERE idem_key IS NOT NULL;
 
+-- Timeline entries. Two are implicit, to write less per run: entry 1
+-- (admitted) is read from runs.created_at, and the running entry of the
+-- attempt in progress from runs.started_at; it is written, with the entry
+-- that ends the attempt, when the attempt ends.
 CREATE TABLE timeline (
     run_seq INTEGER NOT NULL,
     n       INTEGER NOT NULL,
