@@ -197,16 +197,20 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.reclaim(ctx, true); err != nil {
 		return fail(err)
 	}
-	pend, err := e.store.Pending(ctx)
+	// The first page of idle runs is dispatched at once; the rest is loaded
+	// in the background, so a large backlog does not delay recovery. Drain
+	// waits for the loading (a dispatcher hold).
+	first, err := e.store.Pending(ctx, 0, pendingPage)
 	if err != nil {
 		return fail(err)
 	}
-	items := make([]dispatch.Item, len(pend))
-	for i, p := range pend {
-		items[i] = dispatch.Item{ID: p.ID, Seq: p.Seq, Process: p.Process, Correlation: p.CorrelationID, RetryAt: p.RetryAt}
-	}
-	e.disp.Add(items...)
+	e.disp.Add(pendingItems(first)...)
 	e.disp.Resume()
+	if len(first) == pendingPage {
+		e.disp.Hold()
+		e.loopWG.Add(1)
+		go e.loadPending(first[len(first)-1].Seq)
+	}
 	e.every(e.cfg.HeartbeatInterval, e.heartbeat)
 	e.every(e.cfg.ReclaimInterval, func() {
 		if err := e.reclaim(e.io, false); err != nil {
@@ -217,8 +221,42 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.cfg.Retention > 0 || e.cfg.ObservabilityRetention > 0 {
 		e.every(e.cfg.RetentionInterval, e.prune)
 	}
-	e.log.Info("engine started", "owner", e.owner, "pending", len(pend))
+	e.log.Info("engine started", "owner", e.owner)
 	return nil
+}
+
+// pendingPage is how many idle runs Start and the loader read at a time.
+const pendingPage = 2048
+
+func pendingItems(ps []store.Pending) []dispatch.Item {
+	items := make([]dispatch.Item, len(ps))
+	for i, p := range ps {
+		items[i] = dispatch.Item{ID: p.ID, Seq: p.Seq, Process: p.Process, Correlation: p.CorrelationID, RetryAt: p.RetryAt}
+	}
+	return items
+}
+
+// loadPending loads the idle runs after seq, page by page, retrying
+// failures, until none are left or the engine stops.
+func (e *Engine) loadPending(after int64) {
+	defer e.loopWG.Done()
+	defer e.disp.Release()
+	for {
+		var page []store.Pending
+		err := e.persist("load pending", func() error {
+			var err error
+			page, err = e.store.Pending(e.io, after, pendingPage)
+			return err
+		})
+		if err != nil {
+			return // stopped hard or the store is closed; the next start loads them
+		}
+		e.disp.Add(pendingItems(page)...)
+		if len(page) < pendingPage || !e.isState(stateStarted) {
+			return
+		}
+		after = page[len(page)-1].Seq
+	}
 }
 
 func (e *Engine) isState(s engineState) bool {

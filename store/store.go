@@ -447,8 +447,9 @@ type Store interface {
 	Timeline(ctx context.Context, runID string) ([]TimelineEntry, error)
 	// Effects returns a run's effect records ordered by key.
 	Effects(ctx context.Context, runID string) ([]Effect, error)
-	// Pending lists every idle run, by Seq.
-	Pending(ctx context.Context) ([]Pending, error)
+	// Pending lists up to limit idle runs with Seq > after, by Seq: one page
+	// of the dispatcher's index, loaded at start.
+	Pending(ctx context.Context, after int64, limit int) ([]Pending, error)
 	// Counts returns the number of runs per status (every status present).
 	Counts(ctx context.Context) (map[Status]int64, error)
 

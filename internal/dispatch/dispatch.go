@@ -164,6 +164,22 @@ func (d *Dispatcher) Done(it Item) {
 	d.fillLocked()
 }
 
+// Hold counts as one waiting item until Release: it keeps Idle from firing
+// while the engine is still loading items from the store.
+func (d *Dispatcher) Hold() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.inactive++
+}
+
+// Release ends a Hold.
+func (d *Dispatcher) Release() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.inactive--
+	d.notifyIdleLocked()
+}
+
 // Pause stops starting items; running ones continue.
 func (d *Dispatcher) Pause() {
 	d.mu.Lock()

@@ -564,13 +564,17 @@ func (s *Store) Effects(ctx context.Context, runID string) ([]store.Effect, erro
 }
 
 // Pending implements store.Store.
-func (s *Store) Pending(ctx context.Context) ([]store.Pending, error) {
+func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pending, error) {
 	if err := s.lock(); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
 	var out []store.Pending
-	for _, r := range s.order {
+	i := sort.Search(len(s.order), func(i int) bool { return s.order[i].Seq > after })
+	for _, r := range s.order[i:] {
+		if len(out) == limit {
+			break
+		}
 		if s.runs[r.ID] == r && r.Status == store.StatusIdle {
 			out = append(out, store.Pending{ID: r.ID, Seq: r.Seq, Process: r.Process, CorrelationID: r.CorrelationID, RetryAt: r.RetryAt})
 		}

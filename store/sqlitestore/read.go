@@ -245,16 +245,16 @@ func (s *Store) Effects(ctx context.Context, runID string) ([]store.Effect, erro
 }
 
 // Pending implements store.Store.
-func (s *Store) Pending(ctx context.Context) ([]store.Pending, error) {
+func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pending, error) {
 	if err := s.readable(); err != nil {
 		return nil, err
 	}
-	rows, err := s.st.selPending.QueryContext(ctx)
+	rows, err := s.st.selPending.QueryContext(ctx, after, limit)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []store.Pending
+	out := make([]store.Pending, 0, min(limit, 4096))
 	for rows.Next() {
 		var p store.Pending
 		var retry sql.NullInt64

