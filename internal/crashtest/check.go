@@ -1,0 +1,201 @@
+package crashtest
+
+import (
+	"bufio"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	_ "modernc.org/sqlite" // the driver the store uses
+)
+
+// Report is the result of checking a database after crashes.
+type Report struct {
+	Acked          int      // distinct admissions acknowledged to the admitter
+	Runs           int      // runs in the database
+	Completed      int      // runs completed
+	Fenced         int      // runs fenced (an effect of unknown outcome)
+	Executions     int      // effect body executions in the witness
+	Lost           []string // acknowledged keys with no run
+	Unexpected     []string // runs whose key was never attempted
+	NotTerminal    []string // runs still idle or running
+	CompletedTwice []string // runs with more than one completion
+	EffectReruns   []string // effect bodies that ran again after completing or being cut off
+	BadFences      []string // fenced runs without a started effect, or the reverse
+	Integrity      string   // PRAGMA integrity_check
+}
+
+// OK reports whether every invariant holds.
+func (r Report) OK() bool { return len(r.Failures()) == 0 }
+
+// Failures lists the broken invariants.
+func (r Report) Failures() []string {
+	var out []string
+	add := func(what string, ids []string) {
+		if len(ids) > 0 {
+			out = append(out, fmt.Sprintf("%s: %d (%s)", what, len(ids), strings.Join(first(ids, 5), ", ")))
+		}
+	}
+	add("acknowledged admissions lost", r.Lost)
+	add("runs never attempted", r.Unexpected)
+	add("runs not terminal", r.NotTerminal)
+	add("runs completed twice", r.CompletedTwice)
+	add("completed effects run twice", r.EffectReruns)
+	add("fencing inconsistent", r.BadFences)
+	if r.Integrity != "ok" {
+		out = append(out, "integrity_check: "+r.Integrity)
+	}
+	return out
+}
+
+func (r Report) String() string {
+	return fmt.Sprintf("%d acked, %d runs (%d completed, %d fenced), %d effect executions, integrity %s",
+		r.Acked, r.Runs, r.Completed, r.Fenced, r.Executions, r.Integrity)
+}
+
+func first(ids []string, n int) []string {
+	if len(ids) > n {
+		return append(ids[:n:n], "…")
+	}
+	return ids
+}
+
+// Check verifies the invariants of a database after crashes, against the
+// acknowledged admissions (one idempotency key per line) and the witness.
+func Check(dbPath, witnessPath, acksPath string) (Report, error) {
+	var r Report
+	acked, err := readLines(acksPath)
+	if err != nil {
+		return r, err
+	}
+	distinct := map[string]bool{}
+	for _, k := range acked {
+		distinct[k] = true
+	}
+	r.Acked = len(distinct)
+	execs := map[string]int{} // run/key → body executions
+	witness, err := readLines(witnessPath)
+	if err != nil {
+		return r, err
+	}
+	for _, l := range witness {
+		var w WitnessLine
+		if err := json.Unmarshal([]byte(l), &w); err != nil {
+			return r, fmt.Errorf("witness line %q: %w", l, err)
+		}
+		execs[w.Run+"/"+w.Key]++
+		r.Executions++
+	}
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	if err != nil {
+		return r, err
+	}
+	defer db.Close()
+	if err := db.QueryRow("PRAGMA integrity_check").Scan(&r.Integrity); err != nil {
+		return r, err
+	}
+	byKey := map[string]bool{}
+	rows, err := db.Query("SELECT id, coalesce(idem_key, ''), status, error_code FROM runs")
+	if err != nil {
+		return r, err
+	}
+	status := map[string]string{}
+	for rows.Next() {
+		var id, key, st, code string
+		if err := rows.Scan(&id, &key, &st, &code); err != nil {
+			rows.Close()
+			return r, err
+		}
+		r.Runs++
+		status[id] = st
+		byKey[key] = true
+		if !strings.HasPrefix(key, "k-") {
+			r.Unexpected = append(r.Unexpected, id)
+		}
+		switch st {
+		case "idle", "running":
+			r.NotTerminal = append(r.NotTerminal, id)
+		case "completed":
+			r.Completed++
+		case "fenced":
+			r.Fenced++
+			if code != "EFFECT_FENCED" {
+				r.BadFences = append(r.BadFences, id+" fenced with code "+code)
+			}
+		}
+	}
+	rows.Close()
+	for _, k := range acked {
+		if !byKey[k] {
+			r.Lost = append(r.Lost, k)
+		}
+	}
+	rows, err = db.Query(`SELECT r.id FROM timeline t JOIN runs r ON r.seq = t.run_seq
+		WHERE t.status = 'completed' GROUP BY r.id HAVING count(*) > 1`)
+	if err != nil {
+		return r, err
+	}
+	for rows.Next() {
+		var id string
+		rows.Scan(&id)
+		r.CompletedTwice = append(r.CompletedTwice, id)
+	}
+	rows.Close()
+	started := map[string]bool{}
+	rows, err = db.Query("SELECT r.id, e.key, e.status FROM effects e JOIN runs r ON r.seq = e.run_seq")
+	if err != nil {
+		return r, err
+	}
+	for rows.Next() {
+		var id, key, st string
+		if err := rows.Scan(&id, &key, &st); err != nil {
+			rows.Close()
+			return r, err
+		}
+		n := execs[id+"/"+strings.TrimPrefix(key, "str:")]
+		switch st {
+		case "completed":
+			if n != 1 {
+				r.EffectReruns = append(r.EffectReruns, fmt.Sprintf("%s/%s ran %d times", id, key, n))
+			}
+		case "started":
+			started[id] = true
+			if n > 1 {
+				r.EffectReruns = append(r.EffectReruns, fmt.Sprintf("%s/%s (fenced) ran %d times", id, key, n))
+			}
+			if status[id] != "fenced" {
+				r.BadFences = append(r.BadFences, id+" has a started effect but is "+status[id])
+			}
+		}
+	}
+	rows.Close()
+	for id, st := range status {
+		if st == "fenced" && !started[id] {
+			r.BadFences = append(r.BadFences, id+" is fenced without a started effect")
+		}
+	}
+	sort.Strings(r.BadFences)
+	return r, rows.Err()
+}
+
+func readLines(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if t := strings.TrimSpace(sc.Text()); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out, sc.Err()
+}

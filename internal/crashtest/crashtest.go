@@ -1,0 +1,295 @@
+// Package crashtest proves crash safety with real processes: a test binary
+// re-executes itself as a child engine process on a SQLite file, the child
+// is killed with SIGKILL (by itself at a chosen commit boundary, or by the
+// parent at a random moment), and a new child resumes on the same file.
+// Effect bodies append to a witness file (O_APPEND, fsync), and Check
+// verifies the invariants against the database and the witness:
+//
+//   - every run acknowledged to the admitter exists and is terminal;
+//   - no run completed twice (its timeline holds one completion);
+//   - no effect body that completed ran twice; one left started is fenced
+//     (its run in status fenced, with EFFECT_FENCED) and counted;
+//   - the database passes PRAGMA integrity_check.
+//
+// The SQLite store's tests and the trust suite both use it.
+package crashtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/store/sqlitestore"
+)
+
+// Crash points: commit boundaries at which a child kills itself.
+const (
+	AfterAdmission      = "after-admission"       // an admission committed, before Emit returns
+	AfterClaim          = "after-claim"           // a claim committed, before the handler runs
+	InEffect            = "in-effect"             // inside an effect body, after its witness line
+	AfterEffectComplete = "after-effect-complete" // an effect's completion committed
+	BeforeCompletion    = "before-completion"     // the handler returned, its completion not yet committed
+	AfterCompletion     = "after-completion"      // a run's completion committed
+)
+
+// Points lists every crash point.
+var Points = []string{AfterAdmission, AfterClaim, InEffect, AfterEffectComplete, BeforeCompletion, AfterCompletion}
+
+// ChildEnv is the environment variable that turns a test binary into a
+// crash-test child; its value is the JSON Config.
+const ChildEnv = "YELLA_CRASHTEST_CHILD"
+
+// Config tells a child what to do.
+type Config struct {
+	DB      string // database file
+	Witness string // effect witness file
+	Acks    string // file of acknowledged admissions (idempotency keys), one per line
+	Runs    int    // runs to emit, keys k-0 … k-(Runs-1); 0 emits nothing
+	// CrashAt "point:k" kills the child at the k-th time it reaches point.
+	CrashAt string
+	// EffectDelay makes each effect body take this long, so kills land
+	// inside them.
+	EffectDelay time.Duration
+	// Exit makes the child stop once everything is drained; otherwise it
+	// waits to be killed.
+	Exit bool
+	// Concurrency is the engine's fleet concurrency. Defaults to 50; 1
+	// makes a crash point hit exactly one run in flight.
+	Concurrency int
+}
+
+// ChildMain runs the child if the environment asks for it and reports
+// whether it did; call it first in TestMain and return if it reports true.
+func ChildMain() bool {
+	raw := os.Getenv(ChildEnv)
+	if raw == "" {
+		return false
+	}
+	var cfg Config
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "crashtest child: bad config:", err)
+		os.Exit(2)
+	}
+	if err := child(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "crashtest child:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+	return true
+}
+
+// killer kills the process at the k-th hit of one point.
+type killer struct {
+	point string
+	k     int
+	mu    sync.Mutex
+	n     int
+}
+
+func newKiller(spec string) *killer {
+	point, ks, ok := strings.Cut(spec, ":")
+	if !ok {
+		return &killer{}
+	}
+	k, _ := strconv.Atoi(ks)
+	return &killer{point: point, k: k}
+}
+
+// hit kills the process if this is the k-th time point is reached.
+func (kl *killer) hit(point string) {
+	if kl.point != point {
+		return
+	}
+	kl.mu.Lock()
+	kl.n++
+	n := kl.n
+	kl.mu.Unlock()
+	if n == kl.k {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {} // the signal is on its way
+	}
+}
+
+// appendLine appends one line to path and fsyncs it.
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if _, err := f.WriteString(line + "\n"); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// WitnessLine is one effect body execution.
+type WitnessLine struct {
+	Run     string `json:"run"`
+	Key     string `json:"key"`
+	Attempt int    `json:"attempt"`
+	PID     int    `json:"pid"`
+}
+
+func child(cfg Config) error {
+	start := time.Now()
+	kl := newKiller(cfg.CrashAt)
+	st, err := sqlitestore.Open(cfg.DB, sqlitestore.Options{})
+	if err != nil {
+		return err
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 50
+	}
+	eng, err := yella.New(yella.Config{Store: st, Concurrency: cfg.Concurrency, Retry: &yella.Retry{Max: 30, Backoff: yella.Fixed(10 * time.Millisecond)}})
+	if err != nil {
+		return err
+	}
+	var first sync.Once
+	err = eng.Register(yella.Process{Name: "job", On: "job", Run: func(c *yella.Ctx) yella.Result {
+		first.Do(func() { fmt.Printf("first %d\n", time.Since(start).Microseconds()) }) // the parent times its arrival
+		out, err := yella.Effect(c, "charge", func(ctx context.Context) (string, error) {
+			line, _ := json.Marshal(WitnessLine{Run: c.RunID(), Key: "charge", Attempt: c.Attempt(), PID: os.Getpid()})
+			if err := appendLine(cfg.Witness, string(line)); err != nil {
+				return "", err
+			}
+			kl.hit(InEffect)
+			if cfg.EffectDelay > 0 {
+				time.Sleep(cfg.EffectDelay)
+			}
+			return "receipt-" + c.RunID(), nil
+		})
+		if err != nil {
+			return c.Error(err)
+		}
+		kl.hit(BeforeCompletion)
+		return c.OK(out)
+	}})
+	if err != nil {
+		return err
+	}
+	eng.Subscribe(func(ev yella.Event) {
+		switch ev.Type {
+		case yella.RunAdmitted:
+			kl.hit(AfterAdmission)
+		case yella.RunStart:
+			kl.hit(AfterClaim)
+		case yella.EffectComplete:
+			kl.hit(AfterEffectComplete)
+		case yella.RunComplete:
+			kl.hit(AfterCompletion)
+		}
+	})
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
+	for i := 0; i < cfg.Runs; i++ {
+		key := fmt.Sprintf("k-%d", i)
+		if _, err := eng.Emit(ctx, "job", map[string]int{"i": i}, yella.IdempotencyKey(key)); err != nil {
+			return err
+		}
+		if err := appendLine(cfg.Acks, key); err != nil {
+			return err
+		}
+	}
+	if !cfg.Exit {
+		select {} // until killed
+	}
+	if err := eng.Drain(ctx); err != nil {
+		return err
+	}
+	m, err := eng.Metrics(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fenced %d\n", m.Totals.Fenced)
+	fmt.Println("drained")
+	if err := eng.Stop(ctx); err != nil {
+		return err
+	}
+	return st.Close()
+}
+
+// Child is a running child process.
+type Child struct {
+	Cmd     *exec.Cmd
+	Started time.Time
+	lines   chan line
+}
+
+type line struct {
+	text string
+	at   time.Time
+}
+
+// Spawn starts the test binary as a child with cfg.
+func Spawn(cfg Config) (*Child, error) {
+	raw, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), ChildEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c := &Child{Cmd: cmd, lines: make(chan line, 16)}
+	c.Started = time.Now()
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			c.lines <- line{sc.Text(), time.Now()}
+		}
+		close(c.lines)
+	}()
+	return c, nil
+}
+
+// Outcome is what a child printed and how it ended.
+type Outcome struct {
+	// FirstRun is the time from starting the child process to its first
+	// handler call, measured by the parent (process start included); 0 if
+	// the child ran no handler.
+	FirstRun time.Duration
+	Fenced   int64 // fenced runs counted by the child's metrics
+	Drained  bool
+	Killed   bool // ended by SIGKILL
+	Err      error
+}
+
+// Wait collects the child's output until it exits.
+func (c *Child) Wait() Outcome {
+	var o Outcome
+	for l := range c.lines {
+		switch {
+		case strings.HasPrefix(l.text, "first "):
+			o.FirstRun = l.at.Sub(c.Started)
+		case strings.HasPrefix(l.text, "fenced "):
+			o.Fenced, _ = strconv.ParseInt(strings.TrimPrefix(l.text, "fenced "), 10, 64)
+		case l.text == "drained":
+			o.Drained = true
+		}
+	}
+	err := c.Cmd.Wait()
+	if ws, ok := c.Cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+		o.Killed = true
+		return o
+	}
+	o.Err = err
+	return o
+}
+
+// Kill sends SIGKILL to the child.
+func (c *Child) Kill() error { return c.Cmd.Process.Signal(syscall.SIGKILL) }

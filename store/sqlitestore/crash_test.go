@@ -1,0 +1,141 @@
+package sqlitestore_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/yella-go/yella/internal/crashtest"
+)
+
+// These tests kill real engine processes with SIGKILL (see
+// internal/crashtest). The long form runs with YELLA_CRASH_LONG=1.
+
+func crashFiles(t *testing.T) crashtest.Config {
+	dir := t.TempDir()
+	return crashtest.Config{DB: filepath.Join(dir, "crash.db"), Witness: filepath.Join(dir, "witness.jsonl"), Acks: filepath.Join(dir, "acks.txt")}
+}
+
+func mustSpawn(t *testing.T, cfg crashtest.Config) *crashtest.Child {
+	t.Helper()
+	c, err := crashtest.Spawn(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// check verifies the invariants and fails the test on any violation.
+func check(t *testing.T, cfg crashtest.Config) crashtest.Report {
+	t.Helper()
+	rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range rep.Failures() {
+		t.Error(f)
+	}
+	return rep
+}
+
+// TestCrashPoints kills a child at each commit boundary, restarts on the
+// same file and checks the invariants.
+func TestCrashPoints(t *testing.T) {
+	const runs = 20
+	for _, point := range crashtest.Points {
+		for _, k := range []int{1, 7} {
+			t.Run(fmt.Sprintf("%s-%d", point, k), func(t *testing.T) {
+				cfg := crashFiles(t)
+				cfg.Runs, cfg.Exit, cfg.Concurrency = runs, true, 1 // one run in flight at the kill
+				crashing := cfg
+				crashing.CrashAt = point + ":" + strconv.Itoa(k)
+				if o := mustSpawn(t, crashing).Wait(); !o.Killed {
+					t.Fatalf("child was not killed at %s (drained %v, err %v)", crashing.CrashAt, o.Drained, o.Err)
+				}
+				if rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks); err != nil || rep.Integrity != "ok" {
+					t.Fatalf("after the kill: integrity %q, %v", rep.Integrity, err)
+				}
+				o := mustSpawn(t, cfg).Wait() // re-emits every key, resumes, drains
+				if !o.Drained || o.Err != nil {
+					t.Fatalf("restarted child: drained %v, err %v", o.Drained, o.Err)
+				}
+				if o.FirstRun > time.Second {
+					t.Errorf("first resumed run %v after the restart, want ≤ 1s", o.FirstRun)
+				}
+				rep := check(t, cfg)
+				if rep.Acked != runs || rep.Runs != runs {
+					t.Errorf("acked %d, runs %d, want %d", rep.Acked, rep.Runs, runs)
+				}
+				if rep.Completed+rep.Fenced != runs {
+					t.Errorf("%d completed + %d fenced, want %d", rep.Completed, rep.Fenced, runs)
+				}
+				if int64(rep.Fenced) != o.Fenced {
+					t.Errorf("%d runs fenced in the database, %d reported by the engine", rep.Fenced, o.Fenced)
+				}
+				wantFenced := 0
+				if point == crashtest.InEffect {
+					wantFenced = 1 // the effect that was cut off, and only it
+				}
+				if rep.Fenced != wantFenced {
+					t.Errorf("%d fenced runs, want %d", rep.Fenced, wantFenced)
+				}
+				t.Logf("%s; first resumed run after %v", rep, o.FirstRun)
+			})
+		}
+	}
+}
+
+// TestCrashRandom kills children at random moments while they drain runs
+// with effects, restarting each time on the same file.
+func TestCrashRandom(t *testing.T) {
+	runs, kills := 5000, 20
+	if raceEnabled {
+		runs, kills = 600, 6
+	}
+	if os.Getenv("YELLA_CRASH_LONG") != "" {
+		runs, kills = 20000, 100
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("YELLA_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("reproduce: YELLA_CRASH_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	cfg := crashFiles(t)
+	cfg.Runs, cfg.EffectDelay = runs, 10*time.Millisecond
+	var worst time.Duration
+	for i := range kills {
+		c := mustSpawn(t, cfg)
+		time.Sleep(time.Duration(30+rng.IntN(400)) * time.Millisecond)
+		c.Kill()
+		o := c.Wait()
+		if !o.Killed && o.Err != nil {
+			t.Fatalf("kill %d: child failed: %v", i, o.Err)
+		}
+		worst = max(worst, o.FirstRun)
+		if o.FirstRun > time.Second {
+			t.Errorf("kill %d: first resumed run %v after the restart, want ≤ 1s", i, o.FirstRun)
+		}
+		if rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks); err != nil || rep.Integrity != "ok" {
+			t.Fatalf("kill %d: integrity %q, %v", i, rep.Integrity, err)
+		}
+	}
+	final := cfg
+	final.Exit = true
+	o := mustSpawn(t, final).Wait()
+	if !o.Drained || o.Err != nil {
+		t.Fatalf("final child: drained %v, err %v", o.Drained, o.Err)
+	}
+	rep := check(t, cfg)
+	if rep.Runs != runs || rep.Acked < runs {
+		t.Errorf("runs %d, acked %d, want %d", rep.Runs, rep.Acked, runs)
+	}
+	if rep.Completed+rep.Fenced != runs {
+		t.Errorf("%d completed + %d fenced, want %d", rep.Completed, rep.Fenced, runs)
+	}
+	t.Logf("%d kills: %s; slowest first resumed run %v", kills, rep, worst)
+}
