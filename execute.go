@@ -37,8 +37,27 @@ type attempt struct {
 	inflight   map[string]bool
 }
 
-// execute claims one dispatched run and executes it.
+// execute claims one dispatched run and executes it. The handler runs on
+// this goroutine; the setup runs in functions that return before it, so the
+// goroutine's stack stays small while the handler waits (10,000 waiting
+// handlers cost 10,000 small stacks).
 func (e *Engine) execute(it dispatch.Item) {
+	a := e.begin(it)
+	if a == nil {
+		return
+	}
+	res := a.call()
+	if a.ctx.Err() != nil {
+		return // aborted (timeout, cancel, lease loss, stop): aborted decides
+	}
+	if a.over.CompareAndSwap(false, true) {
+		a.finalize(res, false)
+	}
+}
+
+// begin claims the run and prepares its attempt; nil means there is
+// nothing to execute (the run is already dealt with).
+func (e *Engine) begin(it dispatch.Item) *attempt {
 	now := e.clock.Now()
 	runs, err := e.store.Claim(e.io, store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)})
 	if err != nil {
@@ -50,14 +69,14 @@ func (e *Engine) execute(it dispatch.Item) {
 			e.disp.Add(it)
 		}
 		e.disp.Done(it)
-		return
+		return nil
 	}
 	e.resetBackoff()
 	if len(runs) == 0 { // cancelled or claimed meanwhile
 		e.disp.Done(it)
-		return
+		return nil
 	}
-	e.run(it, runs[0])
+	return e.prepare(it, &runs[0])
 }
 
 func (e *Engine) nextBackoff() time.Duration {
@@ -73,14 +92,16 @@ func (e *Engine) resetBackoff() {
 	e.mu.Unlock()
 }
 
-func (e *Engine) run(it dispatch.Item, r store.Run) {
-	a := &attempt{e: e, item: it, run: r, proc: e.lookup(r.Process), started: e.clock.Now()}
+// prepare sets up an attempt of a claimed run: context, effects of earlier
+// attempts, timeout, abort handling, and publishes run:start.
+func (e *Engine) prepare(it dispatch.Item, r *store.Run) *attempt {
+	a := &attempt{e: e, item: it, run: *r, proc: e.lookup(r.Process), started: e.clock.Now()}
 	a.ctx, a.cancel = context.WithCancelCause(e.runCtx)
 	e.track(a)
 	if a.proc == nil {
 		a.over.Store(true)
 		a.finalize(Result{kind: resultFail, err: fmt.Errorf("no handler registered for process %s", r.Process), code: CodeHandlerNotFound}, false)
-		return
+		return nil
 	}
 	if len(r.Context) > 0 {
 		if err := json.Unmarshal(r.Context, &a.vars); err != nil {
@@ -95,7 +116,7 @@ func (e *Engine) run(it dispatch.Item, r store.Run) {
 		if err != nil {
 			a.over.Store(true)
 			a.finalize(Result{kind: resultError, err: fmt.Errorf("load effects: %w", err), code: CodeUnavailable}, false)
-			return
+			return nil
 		}
 		a.effects = make(map[string]store.Effect, len(effs))
 		for _, f := range effs {
@@ -113,13 +134,7 @@ func (e *Engine) run(it dispatch.Item, r store.Run) {
 	a.stopAbortF = context.AfterFunc(a.ctx, a.aborted)
 	a.mu.Unlock()
 	e.publish(a.event(RunStart, nil))
-	res := a.call()
-	if a.ctx.Err() != nil {
-		return // aborted (timeout, cancel, lease loss, stop): aborted decides
-	}
-	if a.over.CompareAndSwap(false, true) {
-		a.finalize(res, false)
-	}
+	return a
 }
 
 func (e *Engine) track(a *attempt) {
