@@ -19,6 +19,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/signal"
@@ -35,18 +36,21 @@ type order struct {
 }
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	dbPath := flag.String("db", "yella-quickstart.db", "SQLite database file")
-	orders := flag.Int("orders", 5, "orders to place")
-	reset := flag.Bool("reset", false, "delete the database first")
-	retryFenced := flag.Bool("retry-fenced", false, "re-run the effects of fenced runs")
-	flag.Parse()
+func run(args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
+	dbPath := fs.String("db", "yella-quickstart.db", "SQLite database file")
+	orders := fs.Int("orders", 5, "orders to place")
+	reset := fs.Bool("reset", false, "delete the database first")
+	retryFenced := fs.Bool("retry-fenced", false, "re-run the effects of fenced runs")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
 	if *reset {
 		for _, suffix := range []string{"", "-wal", "-shm", ".lock"} {
 			os.Remove(*dbPath + suffix)
@@ -71,7 +75,7 @@ func run() error {
 			if ev.EffectKey != "" {
 				detail = ev.EffectKey
 			}
-			fmt.Printf("%6.2fs  %-15s %-13s %s %s\n", time.Since(start).Seconds(), ev.Type, ev.Process, short(ev.RunID), detail)
+			fmt.Fprintf(out, "%6.2fs  %-15s %-13s %s %s\n", time.Since(start).Seconds(), ev.Type, ev.Process, short(ev.RunID), detail)
 		}
 	})
 
@@ -86,7 +90,7 @@ func run() error {
 			return err
 		}
 		for _, r := range page.Runs {
-			fmt.Println("retrying fenced run", short(r.ID), "("+r.Error+")")
+			fmt.Fprintln(out, "retrying fenced run", short(r.ID), "("+r.Error+")")
 			if _, err := eng.Retry(ctx, r.ID); err != nil {
 				return err
 			}
@@ -101,9 +105,9 @@ func run() error {
 			return err
 		}
 		if len(em.Runs) > 0 {
-			fmt.Printf("placed %s\n", o.ID)
+			fmt.Fprintf(out, "placed %s\n", o.ID)
 		} else {
-			fmt.Printf("%s was placed by an earlier run; continuing it\n", o.ID)
+			fmt.Fprintf(out, "%s was placed by an earlier run; continuing it\n", o.ID)
 		}
 	}
 
@@ -111,13 +115,13 @@ func run() error {
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := eng.Stop(stopCtx); err != nil {
-		fmt.Println("stopped hard:", err)
+		fmt.Fprintln(out, "stopped hard:", err)
 	}
 	if drainErr != nil {
-		fmt.Println("\ninterrupted; run again to resume")
+		fmt.Fprintln(out, "\ninterrupted; run again to resume")
 		return nil
 	}
-	return summary(eng)
+	return summary(eng, out)
 }
 
 func register(eng *yella.Engine) {
@@ -170,13 +174,13 @@ func register(eng *yella.Engine) {
 	}
 }
 
-func summary(eng *yella.Engine) error {
+func summary(eng *yella.Engine, out io.Writer) error {
 	ctx := context.Background()
 	page, err := eng.Runs(ctx, yella.RunQuery{RootOnly: true, Order: yella.OldestFirst, Limit: yella.MaxPageSize})
 	if err != nil {
 		return err
 	}
-	fmt.Println("\norder chains:")
+	fmt.Fprintln(out, "\norder chains:")
 	for _, root := range page.Runs {
 		chain, err := eng.Chain(ctx, root.ID)
 		if err != nil {
@@ -188,17 +192,17 @@ func summary(eng *yella.Engine) error {
 		for _, r := range chain {
 			line += fmt.Sprintf("  %s=%s", r.Process, r.Status)
 		}
-		fmt.Println(line)
+		fmt.Fprintln(out, line)
 	}
 	m, err := eng.Metrics(ctx)
 	if err != nil {
 		return err
 	}
-	fmt.Printf("\nthis process: %d attempts, %d effects executed, %d replayed, %d runs reclaimed after a crash\n",
+	fmt.Fprintf(out, "\nthis process: %d attempts, %d effects executed, %d replayed, %d runs reclaimed after a crash\n",
 		m.Totals.Started, m.Totals.EffectsCompleted, m.Totals.EffectsReplayed, m.Totals.LeaseReclaims)
-	fmt.Printf("store: %d completed, %d fenced, %d dead\n", m.Queue[yella.StatusCompleted], m.Queue[yella.StatusFenced], m.Queue[yella.StatusDead])
+	fmt.Fprintf(out, "store: %d completed, %d fenced, %d dead\n", m.Queue[yella.StatusCompleted], m.Queue[yella.StatusFenced], m.Queue[yella.StatusDead])
 	if m.Queue[yella.StatusFenced] > 0 {
-		fmt.Println("fenced runs had an effect cut off mid-flight; rerun with -retry-fenced to run it again")
+		fmt.Fprintln(out, "fenced runs had an effect cut off mid-flight; rerun with -retry-fenced to run it again")
 	}
 	return nil
 }

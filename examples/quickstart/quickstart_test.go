@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+const childEnv = "YELLA_QUICKSTART_CHILD"
+
+func TestMain(m *testing.M) {
+	if args := os.Getenv(childEnv); args != "" {
+		if err := run(strings.Fields(args), os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// The main job survives kill -9: run it, kill it mid-pipeline, run it
+// again, and every order chain finishes (resolving fenced runs when
+// asked).
+func TestQuickstartResumesAfterKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the quickstart three times")
+	}
+	db := filepath.Join(t.TempDir(), "qs.db")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=-db "+db)
+	out, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	sc := bufio.NewScanner(out)
+	for sc.Scan() && completed < 4 {
+		if strings.Contains(sc.Text(), "run:complete") {
+			completed++
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if completed < 4 {
+		t.Fatalf("the first run finished before it could be killed")
+	}
+
+	var buf bytes.Buffer
+	start := time.Now()
+	if err := run([]string{"-db", db}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	got := buf.String()
+	m := regexp.MustCompile(`(\d+) runs reclaimed after a crash`).FindStringSubmatch(got)
+	if !strings.Contains(got, "was placed by an earlier run; continuing it") || m == nil || m[1] == "0" {
+		t.Errorf("the second run did not resume the killed one's runs:\n%s", got)
+	}
+	buf.Reset()
+	if err := run([]string{"-db", db, "-retry-fenced"}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), "store: 20 completed, 0 fenced, 0 dead") {
+		t.Errorf("not every chain completed:\n%s", buf.String())
+	}
+	t.Logf("resumed and finished in %v", time.Since(start))
+}
