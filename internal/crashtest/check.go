@@ -65,7 +65,8 @@ func first(ids []string, n int) []string {
 
 // Check verifies the invariants of a database after crashes, against the
 // acknowledged admissions (one idempotency key per line) and the witness.
-func Check(dbPath, witnessPath, acksPath string) (Report, error) {
+// Root runs whose idempotency key lacks keyPrefix count as unexpected.
+func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 	var r Report
 	acked, err := readLines(acksPath)
 	if err != nil {
@@ -112,7 +113,7 @@ func Check(dbPath, witnessPath, acksPath string) (Report, error) {
 		r.Runs++
 		status[id] = st
 		byKey[key] = true
-		if !strings.HasPrefix(key, "k-") {
+		if key != "" && !strings.HasPrefix(key, keyPrefix) {
 			r.Unexpected = append(r.Unexpected, id)
 		}
 		switch st {
@@ -155,7 +156,7 @@ func Check(dbPath, witnessPath, acksPath string) (Report, error) {
 			rows.Close()
 			return r, err
 		}
-		n := execs[id+"/"+strings.TrimPrefix(key, "str:")]
+		n := execs[id+"/"+key]
 		switch st {
 		case "completed":
 			if n != 1 {

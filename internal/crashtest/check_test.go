@@ -64,13 +64,13 @@ func TestCheckCatchesViolations(t *testing.T) {
 	raw.Close()
 
 	line := func(run string) string {
-		b, _ := json.Marshal(WitnessLine{Run: run, Key: "charge"})
+		b, _ := json.Marshal(WitnessLine{Run: run, Key: "str:charge"})
 		return string(b)
 	}
 	os.WriteFile(witness, []byte(strings.Join([]string{line("k-0-run"), line("k-0-run")}, "\n")), 0o644)
 	os.WriteFile(acks, []byte("k-0\nk-1\nk-3\nk-9\n"), 0o644)
 
-	rep, err := Check(db, witness, acks)
+	rep, err := Check(db, witness, acks, "k-")
 	if err != nil {
 		t.Fatal(err)
 	}

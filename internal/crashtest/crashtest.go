@@ -135,7 +135,7 @@ func appendLine(path, line string) error {
 // WitnessLine is one effect body execution.
 type WitnessLine struct {
 	Run     string `json:"run"`
-	Key     string `json:"key"`
+	Key     string `json:"key"` // the stored (encoded) effect key
 	Attempt int    `json:"attempt"`
 	PID     int    `json:"pid"`
 }
@@ -158,7 +158,7 @@ func child(cfg Config) error {
 	err = eng.Register(yella.Process{Name: "job", On: "job", Run: func(c *yella.Ctx) yella.Result {
 		first.Do(func() { fmt.Printf("first %d\n", time.Since(start).Microseconds()) }) // the parent times its arrival
 		out, err := yella.Effect(c, "charge", func(ctx context.Context) (string, error) {
-			line, _ := json.Marshal(WitnessLine{Run: c.RunID(), Key: "charge", Attempt: c.Attempt(), PID: os.Getpid()})
+			line, _ := json.Marshal(WitnessLine{Run: c.RunID(), Key: yella.MakeKey("charge").String(), Attempt: c.Attempt(), PID: os.Getpid()})
 			if err := appendLine(cfg.Witness, string(line)); err != nil {
 				return "", err
 			}

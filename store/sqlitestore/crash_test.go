@@ -32,7 +32,7 @@ func mustSpawn(t *testing.T, cfg crashtest.Config) *crashtest.Child {
 // check verifies the invariants and fails the test on any violation.
 func check(t *testing.T, cfg crashtest.Config) crashtest.Report {
 	t.Helper()
-	rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks)
+	rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks, "k-")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +56,7 @@ func TestCrashPoints(t *testing.T) {
 				if o := mustSpawn(t, crashing).Wait(); !o.Killed {
 					t.Fatalf("child was not killed at %s (drained %v, err %v)", crashing.CrashAt, o.Drained, o.Err)
 				}
-				if rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks); err != nil || rep.Integrity != "ok" {
+				if rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks, "k-"); err != nil || rep.Integrity != "ok" {
 					t.Fatalf("after the kill: integrity %q, %v", rep.Integrity, err)
 				}
 				o := mustSpawn(t, cfg).Wait() // re-emits every key, resumes, drains
@@ -124,7 +124,7 @@ func TestCrashRandom(t *testing.T) {
 		if o.FirstRun > time.Second {
 			t.Errorf("kill %d: first resumed run %v after the restart, want ≤ 1s", i, o.FirstRun)
 		}
-		if rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks); err != nil || rep.Integrity != "ok" {
+		if rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks, "k-"); err != nil || rep.Integrity != "ok" {
 			t.Fatalf("kill %d: integrity %q, %v", i, rep.Integrity, err)
 		}
 	}

@@ -1,0 +1,247 @@
+// Package bench is the benchmark suite: the original engine's scenario
+// catalogue (same workloads, phases and failure rates) plus a capacity
+// family, a runner that drives the engine through a scenario and samples it
+// every two seconds, and the orchestration that runs each scenario in a
+// fresh child process (killing it where a scenario says so). It produces
+// report.Report values; package report renders them.
+//
+// bench depends on the engine and the storage contract only: the caller
+// (cmd/yella, examples/benchmarks) opens stores.
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+)
+
+// Phase is a stretch of a scenario at one offered rate.
+type Phase struct {
+	Label string        `json:"label"`
+	Rate  float64       `json:"rate"` // seed events per second; 0 = idle
+	Dur   time.Duration `json:"duration_ns"`
+	// Mode is the downstream mode during the phase (degraded scenarios).
+	Mode Mode `json:"mode,omitempty"`
+}
+
+// Mode is a downstream's health, which selects latencies and failure rates.
+type Mode string
+
+// Downstream modes.
+const (
+	Healthy     Mode = "healthy"
+	Slow        Mode = "slow"
+	RateLimited Mode = "rate-limited"
+	Recovering  Mode = "recovering"
+)
+
+// RetrySpec is the engine-wide retry policy of a scenario: Max retries,
+// waiting Base·2^(n-1) before retry n.
+type RetrySpec struct {
+	Max  int           `json:"max"`
+	Base time.Duration `json:"base_ns"`
+}
+
+// Scraper adds the memory-heavy browser-scrape process.
+type Scraper struct {
+	Cap    int `json:"cap"`    // per-process concurrency cap (drop policy)
+	Weight int `json:"weight"` // seed weight of page:scrape-requested
+	MB     int `json:"mb"`     // memory allocated and touched per active scrape
+}
+
+// Scenario is one benchmark.
+type Scenario struct {
+	ID          string    `json:"id"`
+	Label       string    `json:"label"`
+	Description string    `json:"description"`
+	Family      string    `json:"family"`
+	Kind        string    `json:"kind"`       // benchmark, soak, recovery, capacity
+	Visibility  string    `json:"visibility"` // public, internal
+	Tags        []string  `json:"tags"`
+	Concurrency int       `json:"concurrency"`
+	Scraper     *Scraper  `json:"scraper,omitempty"`
+	Retry       RetrySpec `json:"retry"`
+	Phases      []Phase   `json:"phases"`
+	// RestartAt kills the engine process with SIGKILL at this offset and
+	// restarts it on the same database (recovery scenarios).
+	RestartAt time.Duration `json:"restart_at_ns,omitempty"`
+	// Saturate emits as fast as admission allows (capacity family), with
+	// zero handler latency.
+	Saturate bool     `json:"saturate,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Duration is the scenario's nominal length.
+func (s Scenario) Duration() time.Duration {
+	var d time.Duration
+	for _, p := range s.Phases {
+		d += p.Dur
+	}
+	return d
+}
+
+// NominalSeeds is Σ rate × duration.
+func (s Scenario) NominalSeeds() float64 {
+	var n float64
+	for _, p := range s.Phases {
+		n += p.Rate * p.Dur.Seconds()
+	}
+	return n
+}
+
+// Minimums for scaled phases, as in the original runner: a loaded phase
+// lasts at least 10 s, an idle one 5 s, a restart is at least 5 s in.
+var (
+	MinLoadedPhase = 10 * time.Second
+	MinIdlePhase   = 5 * time.Second
+	MinRestart     = 5 * time.Second
+)
+
+// Scaled returns s with every phase (and the restart) scaled by f, bounded
+// below by the given minimums.
+func (s Scenario) Scaled(f float64, minLoaded, minIdle, minRestart time.Duration) Scenario {
+	if f == 1 {
+		return s
+	}
+	round := func(d time.Duration) time.Duration {
+		return time.Duration(math.Round(d.Seconds()*f)) * time.Second
+	}
+	out := s
+	out.Phases = make([]Phase, len(s.Phases))
+	for i, p := range s.Phases {
+		p.Dur = round(p.Dur)
+		if p.Rate > 0 {
+			p.Dur = max(p.Dur, minLoaded)
+		} else {
+			p.Dur = max(p.Dur, minIdle)
+		}
+		out.Phases[i] = p
+	}
+	if s.RestartAt > 0 {
+		out.RestartAt = max(round(s.RestartAt), minRestart)
+	}
+	return out
+}
+
+func phases(spec ...any) []Phase {
+	var ps []Phase
+	for i := 0; i < len(spec); i += 3 {
+		ps = append(ps, Phase{Label: spec[i].(string), Rate: float64(spec[i+1].(int)), Dur: time.Duration(spec[i+2].(int)) * time.Second})
+	}
+	return ps
+}
+
+func withModes(ps []Phase, modes ...Mode) []Phase {
+	for i := range ps {
+		ps[i].Mode = modes[min(i, len(modes)-1)]
+	}
+	return ps
+}
+
+// Catalogue returns every scenario: the original's fourteen, with their
+// workloads, plus the capacity family.
+func Catalogue() []Scenario {
+	var out []Scenario
+	api := func(conc int) Scenario {
+		base := max(4, int(math.Round(float64(conc)/5)))
+		return Scenario{
+			ID: fmt.Sprintf("api-mixed__fleet-c%d", conc), Label: fmt.Sprintf("API mixed, fleet c%d", conc),
+			Description: "Webhook, billing, document and approval chains against healthy downstreams.",
+			Family:      "api-mixed", Kind: "benchmark", Visibility: "public", Tags: []string{"sqlite", "wal", "retries", "concurrency-sweep"},
+			Concurrency: conc, Retry: RetrySpec{2, 300 * time.Millisecond},
+			Phases: phases("warm-up", max(2, int(math.Round(float64(base)/3))), 30, "steady", base, 90, "peak", 2*base, 120, "cool-down", 0, 60),
+		}
+	}
+	// The original's table gives c50 as 3/10/20 and c200 as 13/40/80.
+	a20, a50, a200 := api(20), api(50), api(200)
+	a50.Phases = phases("warm-up", 3, 30, "steady", 10, 90, "peak", 20, 120, "cool-down", 0, 60)
+	a200.Phases = phases("warm-up", 13, 30, "steady", 40, 90, "peak", 80, 120, "cool-down", 0, 60)
+	out = append(out, a20, a50, a200)
+	for _, c := range []int{1, 5, 10} {
+		out = append(out, Scenario{
+			ID: fmt.Sprintf("scraper-bounded__fleet-c40__scraper-c%d", c), Label: fmt.Sprintf("Scraper bounded, cap %d", c),
+			Description: "The API mix plus a browser-style scraper that holds 24 MB per active run, capped per process.",
+			Family:      "scraper-bounded", Kind: "benchmark", Visibility: "public", Tags: []string{"memory", "scraper", "bounded-concurrency"},
+			Concurrency: 40, Scraper: &Scraper{Cap: c, Weight: 3, MB: 24}, Retry: RetrySpec{1, 400 * time.Millisecond},
+			Phases: phases("warm-up", 6, 30, "steady", 18, 90, "burst", 36, 120, "cool-down", 0, 60),
+		})
+	}
+	out = append(out,
+		Scenario{ID: "burst-recovery__fleet-c50", Label: "Burst recovery, API mixed", Description: "A surge and a spike, then recovery: the queue must grow and drain back.",
+			Family: "burst-recovery", Kind: "benchmark", Visibility: "internal", Tags: []string{"burst", "queue"},
+			Concurrency: 50, Retry: RetrySpec{2, 300 * time.Millisecond},
+			Phases: phases("steady", 20, 60, "surge", 55, 60, "spike", 90, 60, "recovery", 15, 60, "cool-down", 0, 60)},
+		Scenario{ID: "burst-recovery__scraper-capped", Label: "Burst recovery, scraper capped", Description: "Bursts with the capped scraper in the mix.",
+			Family: "burst-recovery", Kind: "benchmark", Visibility: "internal", Tags: []string{"burst", "scraper"},
+			Concurrency: 50, Scraper: &Scraper{Cap: 5, Weight: 3, MB: 24}, Retry: RetrySpec{2, 300 * time.Millisecond},
+			Phases: phases("steady", 12, 60, "surge", 28, 60, "spike", 45, 60, "recovery", 10, 60, "cool-down", 0, 60)},
+		Scenario{ID: "degraded-downstream__api-mixed", Label: "Degraded downstream, API mixed", Description: "Downstreams slow down, rate-limit, then recover.",
+			Family: "degraded-downstream", Kind: "benchmark", Visibility: "internal", Tags: []string{"degraded", "retries"},
+			Concurrency: 50, Retry: RetrySpec{2, 400 * time.Millisecond},
+			Phases: withModes(phases("healthy", 22, 60, "slow", 30, 60, "rate-limited", 30, 60, "recovering", 22, 60, "cool-down", 0, 60), Healthy, Slow, RateLimited, Recovering, Recovering)},
+		Scenario{ID: "degraded-downstream__scraper-capped", Label: "Degraded downstream, scraper capped", Description: "Degraded downstreams with the capped scraper.",
+			Family: "degraded-downstream", Kind: "benchmark", Visibility: "internal", Tags: []string{"degraded", "scraper"},
+			Concurrency: 40, Scraper: &Scraper{Cap: 5, Weight: 2, MB: 24}, Retry: RetrySpec{2, 400 * time.Millisecond},
+			Phases: withModes(phases("healthy", 14, 60, "slow", 18, 60, "rate-limited", 18, 60, "recovering", 14, 60, "cool-down", 0, 60), Healthy, Slow, RateLimited, Recovering, Recovering)},
+		Scenario{ID: "overnight-soak__api-mixed", Label: "Overnight soak, API mixed", Description: "Six hours of the normal automation workload with bursts.",
+			Family: "overnight-soak", Kind: "soak", Visibility: "internal", Tags: []string{"soak", "long-run"},
+			Concurrency: 50, Retry: RetrySpec{2, 500 * time.Millisecond},
+			Phases: phases("warm-up", 12, 900, "steady-a", 18, 5400, "burst-a", 35, 1800, "steady-b", 18, 5400, "burst-b", 35, 1800, "steady-c", 18, 5400, "cool-down", 0, 900)},
+		Scenario{ID: "overnight-soak__scraper-bounded", Label: "Overnight soak, bounded scraper", Description: "Six hours with the memory-heavy scraper capped at 5.",
+			Family: "overnight-soak", Kind: "soak", Visibility: "internal", Tags: []string{"soak", "scraper"},
+			Concurrency: 40, Scraper: &Scraper{Cap: 5, Weight: 2, MB: 24}, Retry: RetrySpec{2, 500 * time.Millisecond},
+			Phases: phases("warm-up", 8, 900, "steady-a", 12, 5400, "burst-a", 22, 1800, "steady-b", 12, 5400, "burst-b", 22, 1800, "steady-c", 12, 5400, "cool-down", 0, 900)},
+		Scenario{ID: "crash-recovery__mid-load__api-mixed", Label: "Crash recovery, API mixed", Description: "kill -9 of the engine process mid-load, restart on the same database.",
+			Family: "restart-drill", Kind: "recovery", Visibility: "internal", Tags: []string{"recovery", "sigkill"},
+			Concurrency: 50, Retry: RetrySpec{2, 400 * time.Millisecond}, RestartAt: 120 * time.Second,
+			Phases: phases("warm-up", 16, 60, "active-load", 35, 180, "post-restart", 28, 120, "cool-down", 0, 60)},
+		Scenario{ID: "crash-recovery__mid-load__scraper-bounded", Label: "Crash recovery, scraper load", Description: "kill -9 mid-load with the capped scraper in the mix.",
+			Family: "restart-drill", Kind: "recovery", Visibility: "internal", Tags: []string{"recovery", "sigkill", "scraper"},
+			Concurrency: 40, Scraper: &Scraper{Cap: 5, Weight: 2, MB: 24}, Retry: RetrySpec{2, 400 * time.Millisecond}, RestartAt: 120 * time.Second,
+			Phases: phases("warm-up", 10, 60, "active-load", 20, 180, "post-restart", 16, 120, "cool-down", 0, 60)},
+	)
+	for _, c := range []int{20, 50, 200} {
+		out = append(out, Scenario{
+			ID: fmt.Sprintf("capacity__api-mixed__fleet-c%d", c), Label: fmt.Sprintf("Capacity, fleet c%d", c),
+			Description: "The API-mixed shape with zero handler latency, emitted as fast as admission allows: saturation throughput.",
+			Family:      "capacity", Kind: "capacity", Visibility: "internal", Tags: []string{"capacity", "saturation"},
+			Concurrency: c, Retry: RetrySpec{2, 300 * time.Millisecond}, Saturate: true,
+			Phases: phases("saturate", 1, 30, "cool-down", 0, 10),
+		})
+	}
+	return out
+}
+
+// Groups are the names accepted besides scenario ids.
+var Groups = []string{"public", "internal", "soak", "recovery", "capacity", "all"}
+
+// Select resolves a scenario id or a group.
+func Select(target string) ([]Scenario, error) {
+	var out []Scenario
+	for _, s := range Catalogue() {
+		switch {
+		case target == s.ID, target == "all",
+			target == "public" && s.Visibility == "public",
+			target == "internal" && s.Visibility == "internal",
+			target == "soak" && s.Kind == "soak",
+			target == "recovery" && s.Kind == "recovery",
+			target == "capacity" && s.Kind == "capacity":
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("unknown benchmark scenario or group: %s (groups: %s)", target, strings.Join(Groups, ", "))
+	}
+	return out, nil
+}
+
+// List renders the catalogue as the original's list command does.
+func List() string {
+	var b strings.Builder
+	for _, s := range Catalogue() {
+		fmt.Fprintf(&b, "%-44s %6.1f min  %-8s %-9s %s\n", s.ID, s.Duration().Minutes(), s.Visibility, s.Kind, s.Description)
+	}
+	fmt.Fprintf(&b, "\nGroups: %s\n", strings.Join(Groups, ", "))
+	return b.String()
+}

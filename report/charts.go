@@ -1,0 +1,248 @@
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"os"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+var palette = []color.Color{
+	color.RGBA{0x1f, 0x4e, 0x79, 0xff}, color.RGBA{0xe0, 0x8e, 0x0b, 0xff}, color.RGBA{0x2e, 0x8b, 0x57, 0xff},
+	color.RGBA{0xb2, 0x22, 0x22, 0xff}, color.RGBA{0x6a, 0x5a, 0xcd, 0xff},
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.X.Min, p.Y.Min = 0, 0 // every axis starts at zero
+	p.Legend.Top = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// saveTiles writes plots side by side as one SVG.
+func saveTiles(path string, plots ...*plot.Plot) error {
+	w, h := vg.Length(len(plots))*4.2*vg.Inch, 3.4*vg.Inch
+	img := vgsvg.New(w, h)
+	dc := draw.New(img)
+	row := make([]*plot.Plot, len(plots))
+	copy(row, plots)
+	canvases := plot.Align([][]*plot.Plot{row}, draw.Tiles{Rows: 1, Cols: len(plots), PadX: vg.Millimeter * 4}, dc)
+	for i, p := range row {
+		p.Draw(canvases[0][i])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = img.WriteTo(f)
+	return err
+}
+
+// bars adds one bar series per name over the categories.
+func bars(p *plot.Plot, categories []string, series []string, values [][]float64) error {
+	width := vg.Points(14)
+	for i, name := range series {
+		b, err := plotter.NewBarChart(plotter.Values(values[i]), width)
+		if err != nil {
+			return err
+		}
+		b.Color = palette[i%len(palette)]
+		b.LineStyle.Width = 0
+		b.Offset = vg.Length(i-len(series)/2) * width
+		if len(series)%2 == 0 {
+			b.Offset += width / 2
+		}
+		p.Add(b)
+		p.Legend.Add(name, b)
+	}
+	p.NominalX(categories...)
+	p.X.Min = -0.5
+	p.X.Max = float64(len(categories)) - 0.5
+	return nil
+}
+
+func line(p *plot.Plot, name string, i int, xs, ys []float64) error {
+	pts := make(plotter.XYs, len(xs))
+	for j := range xs {
+		pts[j].X, pts[j].Y = xs[j], ys[j]
+	}
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color = palette[i%len(palette)]
+	l.Width = vg.Points(1.5)
+	p.Add(l)
+	p.Legend.Add(name, l)
+	return nil
+}
+
+// peakPhaseRate is the mean sampled runs/s during the scenario's busiest
+// phase.
+func peakPhaseRate(r *Report) (offeredSeeds, achievedRuns float64) {
+	best := ""
+	for _, p := range r.Scenario.Phases {
+		if p.Rate > offeredSeeds {
+			offeredSeeds, best = p.Rate, p.Label
+		}
+	}
+	var sum float64
+	var n int
+	for _, s := range r.Samples {
+		if s.Phase == best {
+			sum += s.RunsPerSec
+			n++
+		}
+	}
+	if n > 0 {
+		achievedRuns = sum / float64(n)
+	}
+	return offeredSeeds, achievedRuns
+}
+
+// runsPerSeed is terminal runs per admitted seed.
+func runsPerSeed(r *Report) float64 {
+	if r.Totals.SeedAdmitted == 0 {
+		return 0
+	}
+	return float64(r.Totals.RunsCompleted+r.Totals.RunsErrored) / float64(r.Totals.SeedAdmitted)
+}
+
+// Charts writes the four charts into dir from the latest reports.
+func Charts(latest map[string]*Report, dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var written []string
+	save := func(name string, plots ...*plot.Plot) error {
+		path := dir + "/" + name
+		if err := saveTiles(path, plots...); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		written = append(written, path)
+		return nil
+	}
+
+	// 1. Throughput by fleet concurrency.
+	concs := []int{20, 50, 200}
+	var cats []string
+	offered, achieved, capacity := make([]float64, 3), make([]float64, 3), make([]float64, 3)
+	have := false
+	for i, c := range concs {
+		cats = append(cats, fmt.Sprintf("c%d", c))
+		if r := latest[fmt.Sprintf("api-mixed__fleet-c%d", c)]; r != nil {
+			seeds, runs := peakPhaseRate(r)
+			offered[i], achieved[i] = seeds*runsPerSeed(r), runs
+			have = true
+		}
+		if r := latest[fmt.Sprintf("capacity__api-mixed__fleet-c%d", c)]; r != nil && r.Capacity != nil {
+			capacity[i] = r.Capacity.RunsPerSec
+		}
+	}
+	if have {
+		a := newPlot("API mixed: peak phase", "fleet concurrency", "runs/s")
+		if err := bars(a, cats, []string{"offered", "achieved"}, [][]float64{offered, achieved}); err != nil {
+			return nil, err
+		}
+		b := newPlot("Capacity (zero-latency handlers)", "fleet concurrency", "runs/s")
+		if err := bars(b, cats, []string{"saturation"}, [][]float64{capacity}); err != nil {
+			return nil, err
+		}
+		if err := save("throughput-by-concurrency.svg", a, b); err != nil {
+			return nil, err
+		}
+	}
+
+	// 2. Scraper cap vs peak RSS and admissions.
+	caps := []int{1, 5, 10}
+	rssMB, admitted := make([]float64, 3), make([]float64, 3)
+	cats = nil
+	have = false
+	for i, c := range caps {
+		cats = append(cats, fmt.Sprintf("cap %d", c))
+		if r := latest[fmt.Sprintf("scraper-bounded__fleet-c40__scraper-c%d", c)]; r != nil {
+			rssMB[i] = float64(r.Memory.PeakRSSBytes) / (1 << 20)
+			for _, e := range r.ByEvent {
+				if e.Event == "page:scrape-requested" && e.Attempted > 0 {
+					admitted[i] = 100 * float64(e.Admitted) / float64(e.Attempted)
+				}
+			}
+			have = true
+		}
+	}
+	if have {
+		a := newPlot("Scraper cap vs peak RSS", "scraper cap", "peak RSS (MB)")
+		if err := bars(a, cats, []string{"peak RSS"}, [][]float64{rssMB}); err != nil {
+			return nil, err
+		}
+		b := newPlot("Scraper cap vs admissions", "scraper cap", "scrape events admitted (%)")
+		b.Y.Max = 100
+		if err := bars(b, cats, []string{"admitted"}, [][]float64{admitted}); err != nil {
+			return nil, err
+		}
+		if err := save("scraper-cap.svg", a, b); err != nil {
+			return nil, err
+		}
+	}
+
+	// 3. Queue depth over time under bursts and degraded downstreams.
+	q := newPlot("Queue depth under stress", "time (s)", "queued + running runs")
+	n := 0
+	for _, id := range []string{"burst-recovery__fleet-c50", "burst-recovery__scraper-capped", "degraded-downstream__api-mixed", "degraded-downstream__scraper-capped"} {
+		if r := latest[id]; r != nil {
+			var xs, ys []float64
+			for _, s := range r.Samples {
+				xs, ys = append(xs, s.ElapsedS), append(ys, float64(s.Idle+s.Running))
+			}
+			if err := line(q, r.Scenario.Label, n, xs, ys); err != nil {
+				return nil, err
+			}
+			n++
+		}
+	}
+	if n > 0 {
+		if err := save("queue-under-stress.svg", q); err != nil {
+			return nil, err
+		}
+	}
+
+	// 4. DB and WAL size over the soaks.
+	d := newPlot("Storage over the soak", "time (h)", "size (MB)")
+	n = 0
+	for _, id := range []string{"overnight-soak__api-mixed", "overnight-soak__scraper-bounded"} {
+		if r := latest[id]; r != nil {
+			var xs, db, wal []float64
+			for _, s := range r.Samples {
+				xs = append(xs, s.ElapsedS/3600)
+				db, wal = append(db, float64(s.DBBytes)/(1<<20)), append(wal, float64(s.WALBytes)/(1<<20))
+			}
+			short := strings.TrimPrefix(r.Scenario.Label, "Overnight soak, ")
+			if err := line(d, "DB, "+short, n, xs, db); err != nil {
+				return nil, err
+			}
+			if err := line(d, "WAL, "+short, n+1, xs, wal); err != nil {
+				return nil, err
+			}
+			n += 2
+		}
+	}
+	if n > 0 {
+		if err := save("storage-over-soak.svg", d); err != nil {
+			return nil, err
+		}
+	}
+	sort.Strings(written)
+	return written, nil
+}

@@ -1,0 +1,125 @@
+package report
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// sample builds a deterministic report exercising every section.
+func sample() *Report {
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	r := &Report{
+		Scenario: Scenario{ID: "crash-recovery__mid-load__api-mixed", Label: "Crash recovery, API mixed", Description: "kill -9 mid-load.",
+			Family: "restart-drill", Kind: "recovery", Visibility: "internal", Tags: []string{"recovery"}, Concurrency: 50, Retry: "2 retries, 400ms·2^(n-1) backoff",
+			RestartAtS: 6, Phases: []PhaseSpec{{Label: "warm-up", Rate: 16, Seconds: 10, Nominal: 160, Achieved: 160}, {Label: "cool-down", Seconds: 5}}},
+		Scale: 0.05, Store: "sqlite", StartedAt: t0, FinishedAt: t0.Add(35 * time.Second),
+		Machine: Machine{Hostname: "h", CPUModel: "AMD EPYC", CPUs: 2, MemoryBytes: 24 << 30, OS: "linux", Arch: "amd64", Kernel: "6.18", GoVersion: "go1.26.8"},
+		Commit:  "abc1234",
+		Samples: []Sample{
+			{ElapsedS: 2, Phase: "warm-up", OfferedRate: 16, AchievedRate: 16, Idle: 1, Running: 9, Completed: 58, RunsPerSec: 29.5, P95Ms: 620, RSSBytes: 14 << 20, WALBytes: 2 << 20},
+			{ElapsedS: 8, Phase: "warm-up", Restart: true, Running: 10, Completed: 288, RunsPerSec: 37, P95Ms: 529, RSSBytes: 15 << 20, WALBytes: 2 << 20},
+			{ElapsedS: 35, Phase: "draining", Completed: 1905, Errored: 9, P95Ms: 584, RSSBytes: 20 << 20, DBBytes: 1 << 20, WALBytes: 2 << 20},
+		},
+		Phases:    []Phase{{Label: "warm-up", NominalRate: 16, AchievedRate: 16, Attempts: 160, Seconds: 10}, {Label: "cool-down", Seconds: 5}},
+		Totals:    Totals{DurationS: 35, SeedNominal: 160, SeedAttempts: 160, SeedAdmitted: 158, SeedDropped: 2, RunsCompleted: 1905, RunsErrored: 9, Fenced: 2, Retries: 26, Restarts: 1, ThroughputAvg: 54.7, ThroughputLoad: 63.1},
+		ByEvent:   []Admitted{{Event: "webhook:received", Attempted: 100, Admitted: 98, Dropped: 2}, {Event: "approval:needed", Attempted: 60, Admitted: 60}},
+		Durations: Durations{Count: 1844, AvgMs: 210, MinMs: 8, P50Ms: 73, P95Ms: 584, P99Ms: 1437, MaxMs: 2153},
+		Memory:    Memory{PeakRSSBytes: 20 << 20, FinalRSSBytes: 20 << 20, PeakHeapBytes: 3 << 20, PeakQueue: 24, DBBytes: 1 << 20, WALBytes: 2 << 20, PeakWALBytes: 2 << 20},
+		Effects:   Effects{Completed: 700, Replayed: 1},
+		Recovery:  &Recovery{KilledAtS: 6, FirstRunMs: 6.7, Reclaimed: 8, Fenced: 2, AckedSeeds: 158, IntegrityCheck: "ok"},
+		Notes:     []string{"a note"},
+	}
+	return r
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if os.Getenv("UPDATE_GOLDEN") != "" {
+		os.WriteFile(path, []byte(got), 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run with UPDATE_GOLDEN=1)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the golden file; rerun with UPDATE_GOLDEN=1 and review the diff\ngot:\n%s", name, got)
+	}
+}
+
+func TestTextGolden(t *testing.T) { golden(t, "text.golden", Text(sample())) }
+
+// The JSON summary keeps the original's fields (spec §10.6) plus ours.
+func TestJSONSchema(t *testing.T) {
+	dir := t.TempDir()
+	r := sample()
+	if err := r.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(r.Files.JSON)
+	var doc map[string]any
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatal(err)
+	}
+	schema := map[string]string{
+		"scenario.id": "string", "scenario.label": "string", "scenario.description": "string", "scenario.family": "string",
+		"scenario.kind": "string", "scenario.visibility": "string", "scenario.tags": "array", "scenario.phases": "array", "scenario.concurrency": "number",
+		"startedAt": "string", "finishedAt": "string",
+		"machine.hostname": "string", "machine.platform": "string", "machine.arch": "string", "machine.cpus": "number",
+		"machine.totalMemoryBytes": "number", "machine.goVersion": "string", "machine.cpuModel": "string", "machine.kernel": "string", "commit": "string",
+		"totals.seedAttempts": "number", "totals.seedAdmitted": "number", "totals.seedDropped": "number", "totals.runsCompleted": "number",
+		"totals.runsErrored": "number", "totals.retries": "number", "totals.deadLetters": "number", "totals.restarts": "number",
+		"totals.sqliteErrors": "number", "totals.throughputAvg": "number",
+		"durations.count": "number", "durations.p50Ms": "number", "durations.p95Ms": "number", "durations.p99Ms": "number", "durations.maxMs": "number",
+		"memory.peakRssBytes": "number", "memory.finalRssBytes": "number", "memory.peakQueueDepth": "number", "memory.dbFileBytes": "number", "memory.walFileBytes": "number",
+		"effects.completed": "number", "effects.errored": "number", "effects.replayed": "number",
+		"byEvent": "array", "samples": "array", "reportFiles.text": "string", "reportFiles.json": "string",
+		"recovery.firstResumedRunMs": "number", "recovery.runsLost": "number", "recovery.runsDoubled": "number", "recovery.effectsFenced": "number",
+	}
+	for path, kind := range schema {
+		var v any = doc
+		for _, part := range strings.Split(path, ".") {
+			m, ok := v.(map[string]any)
+			if !ok {
+				v = nil
+				break
+			}
+			v = m[part]
+		}
+		got := ""
+		switch v.(type) {
+		case string:
+			got = "string"
+		case float64:
+			got = "number"
+		case []any:
+			got = "array"
+		case map[string]any:
+			got = "object"
+		}
+		if got != kind {
+			t.Errorf("%s: %s, want %s", path, got, kind)
+		}
+	}
+	// The index gains one summary (without samples) per report.
+	r2 := sample()
+	r2.FinishedAt = r2.FinishedAt.Add(time.Minute)
+	if err := r2.Write(dir); err != nil {
+		t.Fatal(err)
+	}
+	var idx []map[string]any
+	b, _ = os.ReadFile(filepath.Join(dir, "index.json"))
+	if err := json.Unmarshal(b, &idx); err != nil || len(idx) != 2 {
+		t.Fatalf("index: %d entries, %v", len(idx), err)
+	}
+	if idx[0]["samples"] != nil {
+		t.Error("the index repeats the samples")
+	}
+	if !strings.HasSuffix(r2.Files.Text, "crash-recovery__mid-load__api-mixed__20261130-120135.txt") {
+		t.Errorf("file name %s", r2.Files.Text)
+	}
+}
