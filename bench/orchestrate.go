@@ -105,7 +105,10 @@ type Options struct {
 	MinLoaded, MinIdle, MinRestart time.Duration
 	// Verify checks the database after a recovery scenario (lost and
 	// doubled runs, fenced and re-run effects, integrity).
-	Verify  func(db, acks, witness string) (report.Recovery, error)
+	Verify func(db, acks, witness string) (report.Recovery, error)
+	// Kills, if set, replaces the scenario's restart with SIGKILLs at these
+	// offsets (the trust suite's random kills).
+	Kills   []time.Duration
 	Machine report.Machine
 	Commit  string
 }
@@ -190,17 +193,20 @@ func RunScenario(ctx context.Context, s Scenario, opts Options) (*report.Report,
 	for _, suffix := range []string{".db", ".db-wal", ".db-shm", ".db.lock", ".witness", ".ledger", ".acks"} {
 		os.Remove(base + suffix)
 	}
-	restart := scn.RestartAt > 0 && opts.Store == "sqlite"
+	kills := opts.Kills
+	if kills == nil && scn.RestartAt > 0 {
+		kills = []time.Duration{scn.RestartAt}
+	}
+	restart := len(kills) > 0 && opts.Store == "sqlite"
 	r := &report.Report{Scenario: reportScenario(scn), Scale: opts.Scale, Store: opts.Store, StartedAt: time.Now().UTC(), Machine: opts.Machine, Commit: opts.Commit}
-	if scn.RestartAt > 0 && !restart {
+	if len(kills) > 0 && !restart {
 		r.Notes = append(r.Notes, "the in-memory store keeps nothing across a restart: the kill was skipped")
 	}
 	start := time.Now()
 	var all []Counters
 	var final *Counters
-	kill := time.Duration(-1)
-	if restart {
-		kill = scn.RestartAt
+	if !restart {
+		kills = nil
 	}
 	for generation := 0; ; generation++ {
 		c, err := spawn(opts.Binary, spec)
@@ -208,8 +214,8 @@ func RunScenario(ctx context.Context, s Scenario, opts Options) (*report.Report,
 			return nil, err
 		}
 		var timer <-chan time.Time
-		if kill >= 0 && generation == 0 {
-			timer = time.After(time.Until(start.Add(kill)))
+		if generation < len(kills) {
+			timer = time.After(time.Until(start.Add(kills[generation])))
 		}
 		var last *Counters
 		killed, firstRun, firstSample := false, time.Duration(0), true
@@ -253,7 +259,9 @@ func RunScenario(ctx context.Context, s Scenario, opts Options) (*report.Report,
 			all = append(all, *last)
 		}
 		if generation > 0 && r.Recovery != nil {
-			r.Recovery.FirstRunMs = float64(firstRun) / float64(time.Millisecond)
+			k := &r.Recovery.Kills[len(r.Recovery.Kills)-1]
+			k.FirstRunMs = float64(firstRun) / float64(time.Millisecond)
+			r.Recovery.FirstRunMs = max(r.Recovery.FirstRunMs, k.FirstRunMs)
 		}
 		if !killed {
 			if werr != nil {
@@ -264,7 +272,10 @@ func RunScenario(ctx context.Context, s Scenario, opts Options) (*report.Report,
 		// Restart on the same database, continuing the timeline and the
 		// seeds after the last acknowledged one.
 		r.Totals.Restarts++
-		r.Recovery = &report.Recovery{KilledAtS: time.Since(start).Seconds()}
+		if r.Recovery == nil {
+			r.Recovery = &report.Recovery{KilledAtS: time.Since(start).Seconds()}
+		}
+		r.Recovery.Kills = append(r.Recovery.Kills, report.Kill{AtS: time.Since(start).Seconds()})
 		acked, err := maxLedger(spec.Ledger)
 		if err != nil {
 			return nil, err
@@ -285,7 +296,7 @@ func RunScenario(ctx context.Context, s Scenario, opts Options) (*report.Report,
 		if err != nil {
 			return nil, fmt.Errorf("%s: verify: %w", scn.ID, err)
 		}
-		rec.FirstRunMs, rec.KilledAtS, rec.Reclaimed = r.Recovery.FirstRunMs, r.Recovery.KilledAtS, r.Recovery.Reclaimed
+		rec.FirstRunMs, rec.KilledAtS, rec.Reclaimed, rec.Kills = r.Recovery.FirstRunMs, r.Recovery.KilledAtS, r.Recovery.Reclaimed, r.Recovery.Kills
 		r.Recovery = &rec
 	}
 	return r, nil

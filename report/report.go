@@ -158,10 +158,11 @@ type Effects struct {
 	Replayed  int64 `json:"replayed"`
 }
 
-// Recovery is what a kill and restart cost.
+// Recovery is what kills and restarts cost.
 type Recovery struct {
-	KilledAtS      float64 `json:"killedAtSec"`
-	FirstRunMs     float64 `json:"firstResumedRunMs"` // from starting the new process
+	KilledAtS      float64 `json:"killedAtSec"`       // the first kill
+	FirstRunMs     float64 `json:"firstResumedRunMs"` // from starting the new process; the slowest restart
+	Kills          []Kill  `json:"kills,omitempty"`
 	Reclaimed      int64   `json:"reclaimed"`
 	Lost           int64   `json:"runsLost"`
 	Doubled        int64   `json:"runsDoubled"`
@@ -169,6 +170,12 @@ type Recovery struct {
 	EffectsRerun   int64   `json:"effectsRerun"`
 	AckedSeeds     int64   `json:"ackedSeeds"`
 	IntegrityCheck string  `json:"integrityCheck"`
+}
+
+// Kill is one SIGKILL and the restart after it.
+type Kill struct {
+	AtS        float64 `json:"atSec"`
+	FirstRunMs float64 `json:"firstResumedRunMs"`
 }
 
 // Capacity is a saturation measurement.

@@ -69,7 +69,7 @@ func Text(r *Report) string {
 	w("%s", strings.Repeat("─", 112))
 	for i, smp := range r.Samples {
 		if smp.Restart {
-			w("── restart: kill -9 at %.0fs; new engine process on the same database ──", r.Recovery.KilledAtS)
+			w("── restart after kill -9; new engine process on the same database ──")
 		}
 		if i == len(r.Samples)-1 {
 			w("Draining remaining queue...")
@@ -135,8 +135,13 @@ func Text(r *Report) string {
 	if rec := r.Recovery; rec != nil {
 		w("")
 		w("Recovery (kill -9)")
-		w("  Killed at         %.0fs", rec.KilledAtS)
-		w("  First resumed run %.0f ms after the new process started", rec.FirstRunMs)
+		if len(rec.Kills) > 1 {
+			w("  Kills             %d, the first at %.0fs", len(rec.Kills), rec.KilledAtS)
+			w("  First resumed run %.0f ms after the new process started, at worst", rec.FirstRunMs)
+		} else {
+			w("  Killed at         %.0fs", rec.KilledAtS)
+			w("  First resumed run %.0f ms after the new process started", rec.FirstRunMs)
+		}
 		w("  Runs reclaimed    %d", rec.Reclaimed)
 		w("  Runs lost         %d of %d acknowledged seeds", rec.Lost, rec.AckedSeeds)
 		w("  Runs doubled      %d", rec.Doubled)

@@ -119,6 +119,8 @@ func (kl *killer) hit(point string) {
 	}
 }
 
+func mkdir(dir string) error { return os.MkdirAll(dir, 0o755) }
+
 // appendLine appends one line to path and fsyncs it.
 func appendLine(path, line string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)

@@ -1,7 +1,6 @@
 package sqlitestore_test
 
 import (
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -43,53 +42,20 @@ func check(t *testing.T, cfg crashtest.Config) crashtest.Report {
 }
 
 // TestCrashPoints kills a child at each commit boundary, restarts on the
-// same file and checks the invariants.
+// same file and checks the invariants (internal/crashtest.Matrix).
 func TestCrashPoints(t *testing.T) {
-	const runs = 20
-	for _, point := range crashtest.Points {
-		for _, k := range []int{1, 7} {
-			t.Run(fmt.Sprintf("%s-%d", point, k), func(t *testing.T) {
-				cfg := crashFiles(t)
-				cfg.Runs, cfg.Exit, cfg.Concurrency = runs, true, 1 // one run in flight at the kill
-				crashing := cfg
-				crashing.CrashAt = point + ":" + strconv.Itoa(k)
-				if o := mustSpawn(t, crashing).Wait(); !o.Killed {
-					t.Fatalf("child was not killed at %s (drained %v, err %v)", crashing.CrashAt, o.Drained, o.Err)
-				}
-				if rep, err := crashtest.Check(cfg.DB, cfg.Witness, cfg.Acks, "k-"); err != nil || rep.Integrity != "ok" {
-					t.Fatalf("after the kill: integrity %q, %v", rep.Integrity, err)
-				}
-				o := mustSpawn(t, cfg).Wait() // re-emits every key, resumes, drains
-				if !o.Drained || o.Err != nil {
-					t.Fatalf("restarted child: drained %v, err %v", o.Drained, o.Err)
-				}
-				if o.FirstRun > time.Second {
-					t.Errorf("first resumed run %v after the restart, want ≤ 1s", o.FirstRun)
-				}
-				rep := check(t, cfg)
-				if rep.Acked != runs || rep.Runs != runs {
-					t.Errorf("acked %d, runs %d, want %d", rep.Acked, rep.Runs, runs)
-				}
-				if rep.Completed+rep.Fenced != runs {
-					t.Errorf("%d completed + %d fenced, want %d", rep.Completed, rep.Fenced, runs)
-				}
-				if int64(rep.Fenced) != o.Fenced {
-					t.Errorf("%d runs fenced in the database, %d reported by the engine", rep.Fenced, o.Fenced)
-				}
-				// With one run in flight, only a kill inside an effect body
-				// leaves an effect of unknown outcome, except after an
-				// admission, when the run in flight may be inside its effect.
-				switch {
-				case point == crashtest.InEffect && rep.Fenced != 1:
-					t.Errorf("%d fenced runs, want the 1 whose effect was cut off", rep.Fenced)
-				case point == crashtest.AfterAdmission && rep.Fenced > 1:
-					t.Errorf("%d fenced runs, want at most 1", rep.Fenced)
-				case point != crashtest.InEffect && point != crashtest.AfterAdmission && rep.Fenced != 0:
-					t.Errorf("%d fenced runs, want 0: no effect was in flight", rep.Fenced)
-				}
-				t.Logf("%s; first resumed run after %v", rep, o.FirstRun)
-			})
+	results, err := crashtest.Matrix(t.TempDir(), 20, []int{1, 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range results {
+		for _, f := range r.Failures {
+			t.Errorf("%s-%d: %s", r.Point, r.K, f)
 		}
+		t.Logf("%s-%d: %s; first resumed run after %v", r.Point, r.K, r.Report, r.FirstRun)
+	}
+	if len(results) != 2*len(crashtest.Points) {
+		t.Errorf("%d results, want %d", len(results), 2*len(crashtest.Points))
 	}
 }
 

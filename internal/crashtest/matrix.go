@@ -1,0 +1,100 @@
+package crashtest
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// PointResult is the outcome of one crash point.
+type PointResult struct {
+	Point        string
+	K            int
+	Report       Report
+	FirstRun     time.Duration // after the restart
+	EngineFenced int64         // fenced runs the restarted engine reported
+	Failures     []string
+}
+
+// Matrix kills a child at the k-th hit of every crash point (one run in
+// flight at a time), restarts it on the same file, and checks the
+// invariants; each point gets its own directory under dir. The calling
+// binary must run ChildMain first.
+func Matrix(dir string, runs int, ks []int) ([]PointResult, error) {
+	var out []PointResult
+	for _, point := range Points {
+		for _, k := range ks {
+			d := filepath.Join(dir, fmt.Sprintf("%s-%d", point, k))
+			cfg := Config{DB: filepath.Join(d, "crash.db"), Witness: filepath.Join(d, "witness.jsonl"), Acks: filepath.Join(d, "acks.txt"),
+				Runs: runs, Exit: true, Concurrency: 1}
+			res, err := point1(cfg, point, k, runs)
+			if err != nil {
+				return out, fmt.Errorf("%s-%d: %w", point, k, err)
+			}
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
+
+func point1(cfg Config, point string, k, runs int) (PointResult, error) {
+	res := PointResult{Point: point, K: k}
+	if err := mkdir(filepath.Dir(cfg.DB)); err != nil {
+		return res, err
+	}
+	crashing := cfg
+	crashing.CrashAt = point + ":" + strconv.Itoa(k)
+	c, err := Spawn(crashing)
+	if err != nil {
+		return res, err
+	}
+	if o := c.Wait(); !o.Killed {
+		res.Failures = append(res.Failures, fmt.Sprintf("child was not killed at %s (drained %v, err %v)", crashing.CrashAt, o.Drained, o.Err))
+		return res, nil
+	}
+	if rep, err := Check(cfg.DB, cfg.Witness, cfg.Acks, "k-"); err != nil || rep.Integrity != "ok" {
+		res.Failures = append(res.Failures, fmt.Sprintf("after the kill: integrity %q, %v", rep.Integrity, err))
+		return res, nil
+	}
+	c, err = Spawn(cfg) // re-emits every key, resumes, drains
+	if err != nil {
+		return res, err
+	}
+	o := c.Wait()
+	res.FirstRun, res.EngineFenced = o.FirstRun, o.Fenced
+	if !o.Drained || o.Err != nil {
+		res.Failures = append(res.Failures, fmt.Sprintf("restarted child: drained %v, err %v", o.Drained, o.Err))
+		return res, nil
+	}
+	if o.FirstRun > time.Second {
+		res.Failures = append(res.Failures, fmt.Sprintf("first resumed run %v after the restart, want ≤ 1s", o.FirstRun))
+	}
+	rep, err := Check(cfg.DB, cfg.Witness, cfg.Acks, "k-")
+	if err != nil {
+		return res, err
+	}
+	res.Report = rep
+	res.Failures = append(res.Failures, rep.Failures()...)
+	if rep.Acked != runs || rep.Runs != runs {
+		res.Failures = append(res.Failures, fmt.Sprintf("acked %d, runs %d, want %d", rep.Acked, rep.Runs, runs))
+	}
+	if rep.Completed+rep.Fenced != runs {
+		res.Failures = append(res.Failures, fmt.Sprintf("%d completed + %d fenced, want %d", rep.Completed, rep.Fenced, runs))
+	}
+	if int64(rep.Fenced) != o.Fenced {
+		res.Failures = append(res.Failures, fmt.Sprintf("%d runs fenced in the database, %d reported by the engine", rep.Fenced, o.Fenced))
+	}
+	// With one run in flight, only a kill inside an effect body leaves an
+	// effect of unknown outcome, except after an admission, when the run in
+	// flight may be inside its effect.
+	switch {
+	case point == InEffect && rep.Fenced != 1:
+		res.Failures = append(res.Failures, fmt.Sprintf("%d fenced runs, want the 1 whose effect was cut off", rep.Fenced))
+	case point == AfterAdmission && rep.Fenced > 1:
+		res.Failures = append(res.Failures, fmt.Sprintf("%d fenced runs, want at most 1", rep.Fenced))
+	case point != InEffect && point != AfterAdmission && rep.Fenced != 0:
+		res.Failures = append(res.Failures, fmt.Sprintf("%d fenced runs, want 0: no effect was in flight", rep.Fenced))
+	}
+	return res, nil
+}
