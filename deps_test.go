@@ -68,9 +68,15 @@ func TestImportRules(t *testing.T) {
 			case isStore && strings.HasPrefix(im, module+"/store/storetest"):
 				t.Errorf("store package %s imports the conformance suite outside tests", dir)
 			case strings.HasPrefix(dir, "internal") && dir != "internal/crashtest" && im == module:
-				// crashtest, like store/storetest, is a test harness that
-				// drives the real engine; nothing but tests imports it.
+				// crashtest, like store/storetest, is a harness that drives
+				// the real engine (see the next two rules).
 				t.Errorf("internal package %s imports the engine", dir)
+			case im == module+"/internal/crashtest" && dir != "examples/benchmarks":
+				// Only tests and the benchmark program (which verifies its
+				// recovery drills with crashtest.Check) use the crash harness.
+				t.Errorf("package %s imports the crash-test harness outside tests", dir)
+			case im == module+"/store/storetest" && dir != "store/storetest":
+				t.Errorf("package %s imports the store conformance suite outside tests", dir)
 			case dir != "." && !strings.HasPrefix(dir, "cmd") && !strings.HasPrefix(dir, "examples") && im == "flag":
 				t.Errorf("library package %s parses flags; only cmd may", dir)
 			}

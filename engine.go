@@ -531,6 +531,7 @@ func (e *Engine) prune() {
 			e.internalError("retention", err)
 			return
 		}
+		e.metrics.pruned.Add(int64(n))
 		if n < req.Limit {
 			return
 		}

@@ -28,6 +28,9 @@ type Totals struct {
 	DepthExceeded, LeaseReclaims, InternalErrors  int64
 	EffectsCompleted, EffectsFailed               int64
 	EffectsReplayed, EffectsResolved              int64
+	// Pruned counts finished runs deleted by retention (Config.Retention);
+	// a run counted in Completed may since have been pruned.
+	Pruned int64
 }
 
 // ProcessMetrics describes one process.
@@ -53,6 +56,7 @@ type counters struct {
 	cancels, manualRetries, requeues                  atomic.Int64
 	depth, reclaims, internalErrors                   atomic.Int64
 	effCompleted, effFailed, effReplayed, effResolved atomic.Int64
+	pruned                                            atomic.Int64
 
 	mu    sync.Mutex
 	drops map[string]int64
@@ -115,7 +119,7 @@ func (m *counters) totals() Totals {
 		Cancels: m.cancels.Load(), ManualRetries: m.manualRetries.Load(), Requeues: m.requeues.Load(),
 		DepthExceeded: m.depth.Load(), LeaseReclaims: m.reclaims.Load(), InternalErrors: m.internalErrors.Load(),
 		EffectsCompleted: m.effCompleted.Load(), EffectsFailed: m.effFailed.Load(),
-		EffectsReplayed: m.effReplayed.Load(), EffectsResolved: m.effResolved.Load(),
+		EffectsReplayed: m.effReplayed.Load(), EffectsResolved: m.effResolved.Load(), Pruned: m.pruned.Load(),
 	}
 }
 

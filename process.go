@@ -84,9 +84,12 @@ type Backoff func(n int) time.Duration
 func Fixed(d time.Duration) Backoff { return func(int) time.Duration { return d } }
 
 // Exponential waits base, 2·base, 4·base … before retries 1, 2, 3 …,
-// capped at one hour.
+// capped at one hour. A base of 0 or less retries at once.
 func Exponential(base time.Duration) Backoff {
 	return func(n int) time.Duration {
+		if base <= 0 {
+			return 0
+		}
 		d := base
 		for i := 1; i < n && d < time.Hour; i++ {
 			d *= 2

@@ -359,8 +359,8 @@ func reportScenario(s Scenario) report.Scenario {
 	if s.Scraper != nil {
 		out.ScraperCap = s.Scraper.Cap
 	}
-	if s.Kind == "soak" {
-		out.Notes = append(out.Notes, "retention 30 min (the original ran without retention)")
+	if d := s.RetentionOrDefault(); d > 0 {
+		out.Notes = append(out.Notes, fmt.Sprintf("retention %s (the original ran without retention)", d))
 	}
 	for _, p := range s.Phases {
 		ps := report.PhaseSpec{Label: p.Label, Rate: p.Rate, Seconds: p.Dur.Seconds(), Mode: string(p.Mode), Nominal: p.Rate * p.Dur.Seconds()}
@@ -417,7 +417,11 @@ func summarize(r *report.Report, s Scenario, all []Counters, ledger []ledgerLine
 	}
 	sort.Slice(r.ByEvent, func(i, j int) bool { return r.ByEvent[i].Event < r.ByEvent[j].Event })
 	q := final.Queue
-	t.RunsCompleted = q["completed"] + q["deferred"]
+	var pruned int64 // retention deletes completed runs; each child counts its own
+	for _, c := range all {
+		pruned += c.Pruned
+	}
+	t.RunsCompleted = q["completed"] + q["deferred"] + pruned
 	t.RunsErrored = q["errored"] + q["dead-letter"] + q["fenced"]
 	t.DeadLetters, t.Fenced = q["dead-letter"], q["fenced"]
 	t.ThroughputAvg = float64(t.RunsCompleted+t.RunsErrored) / t.DurationS

@@ -58,6 +58,7 @@ type Counters struct {
 	EffReplayed    int64            `json:"effectsReplayed"`
 	InternalErrors int64            `json:"internalErrors"`
 	SQLiteErrors   int64            `json:"sqliteErrors"`
+	Pruned         int64            `json:"pruned"`    // completed runs deleted by retention
 	Durations      []byte           `json:"durations"` // encoded sketch of attempt durations (ms)
 	Queue          map[string]int64 `json:"queue,omitempty"`
 	SaturationRPS  float64          `json:"saturationRunsPerSec,omitempty"`
@@ -206,10 +207,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		out.Encode(l)
 		outMu.Unlock()
 	}
-	ecfg := yella.Config{Store: cfg.Store, Concurrency: scn.Concurrency}
-	if scn.Kind == "soak" {
-		ecfg.Retention = 30 * time.Minute // the original kept everything: 926 MB after 6 h
-	}
+	ecfg := yella.Config{Store: cfg.Store, Concurrency: scn.Concurrency, Retention: scn.RetentionOrDefault()}
 	eng, err := yella.New(ecfg)
 	if err != nil {
 		return err
@@ -252,14 +250,14 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		done := t.completed.Load() + t.errored.Load()
 		emits := t.emits.Load()
 		c, p95 := t.snapshot(true)
-		c.Queue = map[string]int64{}
+		c.Queue, c.Pruned = map[string]int64{}, m.Totals.Pruned
 		for st, n := range m.Queue {
 			c.Queue[string(st)] = n
 		}
 		s := report.Sample{
 			ElapsedS: now.Sub(start).Seconds(), Phase: phase.Load().(string), OfferedRate: offered.Load().(float64),
 			AchievedRate: float64(emits-lastEmits) / dt, Idle: m.Queue[yella.StatusIdle], Running: m.Queue[yella.StatusRunning],
-			Completed: m.Queue[yella.StatusCompleted] + m.Queue[yella.StatusDeferred], Errored: m.Queue[yella.StatusErrored] + m.Queue[yella.StatusDead] + m.Queue[yella.StatusFenced],
+			Completed: m.Queue[yella.StatusCompleted] + m.Queue[yella.StatusDeferred] + m.Totals.Pruned, Errored: m.Queue[yella.StatusErrored] + m.Queue[yella.StatusDead] + m.Queue[yella.StatusFenced],
 			RunsPerSec: float64(done-lastCompleted) / dt, P95Ms: p95, RSSBytes: rss(), HeapBytes: heap(),
 			DBBytes: fileSize(cfg.DBPath), WALBytes: fileSize(cfg.DBPath + "-wal"), Restart: restart,
 		}
@@ -356,7 +354,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
-	c.Queue = map[string]int64{}
+	c.Queue, c.Pruned = map[string]int64{}, m.Totals.Pruned
 	for st, n := range m.Queue {
 		c.Queue[string(st)] = n
 	}

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -47,11 +46,7 @@ func TestRandomKill(t *testing.T) {
 	if *long {
 		kills = 100
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("TRUST_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	r.Notes = append(r.Notes, fmt.Sprintf("reproduce the schedule: TRUST_SEED=%d", seed))
+	seed := seedFromEnv(t, r)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	var at []time.Duration
 	next := 3 * time.Second

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -108,6 +109,23 @@ func (r *result) finish(t *testing.T) {
 		t.Errorf("write result: %v", err)
 	}
 	t.Logf("result written to %s", path)
+}
+
+// seedFromEnv is the test's random seed: TRUST_SEED, or the time. It is
+// logged and noted in the result so a schedule can be replayed.
+func seedFromEnv(t *testing.T, r *result) uint64 {
+	t.Helper()
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("TRUST_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("TRUST_SEED=%q: not an unsigned integer", s)
+		}
+		seed = v
+	}
+	t.Logf("reproduce: TRUST_SEED=%d", seed)
+	r.Notes = append(r.Notes, fmt.Sprintf("reproduce: TRUST_SEED=%d", seed))
+	return seed
 }
 
 func percentile(xs []float64, p float64) float64 {

@@ -65,7 +65,7 @@ func run(args []string) error {
 	}
 	target, rest := args[0], args[1:]
 	fs := flag.NewFlagSet("benchmarks", flag.ContinueOnError)
-	scale := fs.Float64("scale", 1, "multiply every phase's duration (minimums 10 s loaded, 5 s idle)")
+	scaleArg := fs.String("scale", "1", "multiply every phase's duration (minimums 10 s loaded, 5 s idle)")
 	reportDir := fs.String("report-dir", "examples/reports/benchmarks", "where reports go")
 	storeKind := fs.String("store", "sqlite", "sqlite or memory")
 	dbDir := fs.String("db-dir", "", "keep the databases here (default: a temporary directory)")
@@ -80,8 +80,9 @@ func run(args []string) error {
 	case "report":
 		return report.Page(*reportDir, *docs)
 	}
-	if *scale <= 0 {
-		return fmt.Errorf("invalid --scale value %g: must be > 0", *scale)
+	scale, err := bench.ParseScale(*scaleArg)
+	if err != nil {
+		return err
 	}
 	scenarios, err := bench.Select(target)
 	if err != nil {
@@ -89,7 +90,7 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := bench.Options{Scale: *scale, Store: *storeKind, DBDir: *dbDir, Verify: verify, Machine: bench.MachineInfo(), Commit: commit()}
+	opts := bench.Options{Scale: scale, Store: *storeKind, DBDir: *dbDir, Verify: verify, Machine: bench.MachineInfo(), Commit: commit()}
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		opts.Progress = os.Stderr
 	}

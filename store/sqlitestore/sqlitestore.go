@@ -84,6 +84,13 @@ type Options struct {
 	PageSize int
 	// Logger receives the store's logs. Defaults to discarding them.
 	Logger *slog.Logger
+	// Driver is the database/sql driver name the store opens the file
+	// with. Defaults to "sqlite": modernc.org/sqlite, linked into this
+	// package, the driver the store is built and measured on. Another
+	// driver must accept "file:" URIs with the _pragma and _txlock
+	// parameters; its errors are passed on unclassified. The trust suite
+	// uses this to run the store over a VFS that simulates power loss.
+	Driver string
 }
 
 // Stats describes the writer's work since Open.
@@ -152,6 +159,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if o.Driver == "" {
+		o.Driver = "sqlite"
 	}
 	return o, nil
 }
@@ -238,7 +248,7 @@ func (s *Store) create() error {
 	if st, err := os.Stat(s.path); err == nil && st.Size() > 0 {
 		return nil
 	}
-	db, err := sql.Open("sqlite", "file:"+s.path)
+	db, err := sql.Open(s.opts.Driver, "file:"+s.path)
 	if err != nil {
 		return err
 	}
@@ -253,7 +263,7 @@ func (s *Store) open() error {
 		return err
 	}
 	var err error
-	if s.wdb, err = sql.Open("sqlite", dsn(s.path, s.opts, false)); err != nil {
+	if s.wdb, err = sql.Open(s.opts.Driver, dsn(s.path, s.opts, false)); err != nil {
 		return err
 	}
 	s.wdb.SetMaxOpenConns(1)
@@ -267,7 +277,7 @@ func (s *Store) open() error {
 	if err := migrate(ctx, s.conn); err != nil {
 		return s.classify(err)
 	}
-	if s.rdb, err = sql.Open("sqlite", dsn(s.path, s.opts, true)); err != nil {
+	if s.rdb, err = sql.Open(s.opts.Driver, dsn(s.path, s.opts, true)); err != nil {
 		return err
 	}
 	s.rdb.SetMaxOpenConns(s.opts.ReadConns)

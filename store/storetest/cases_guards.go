@@ -281,6 +281,24 @@ func init() {
 			Expect(h, "err", err, nil)
 			Expect(h, "root returned", len(runs), 1)
 		}},
+		Case{Name: "Engine/RetentionCountsPruned", Fn: func(h *H) {
+			e := h.Started(yella.Config{Retention: time.Millisecond, RetentionInterval: time.Millisecond}, Proc("a", "ev", Noop))
+			for range 5 {
+				e.Emit(h.Ctx(), "ev", nil)
+			}
+			Expect(h, "drain", e.Drain(h.Ctx()), nil)
+			deadline := time.Now().Add(5 * time.Second)
+			var m yella.Metrics
+			for time.Now().Before(deadline) {
+				m, _ = e.Metrics(h.Ctx())
+				if m.Totals.Pruned >= 5 {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			Expect(h, "pruned", m.Totals.Pruned, int64(5))
+			Expect(h, "completed", m.Totals.Completed, int64(5))
+		}},
 		Case{Name: "Engine/DuplicateEmitAndWaitReturnsExisting", Fn: func(h *H) {
 			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result { return c.OK("v") }))
 			first, _ := e.EmitAndWait(h.Ctx(), "ev", nil, yella.IdempotencyKey("k"))
