@@ -57,11 +57,14 @@ func (e *Engine) RequeueDead(ctx context.Context, runID string) (Run, error) {
 }
 
 // RequeueAllDead requeues every dead-letter run (of process, if not "") and
-// returns how many were requeued.
+// returns how many were requeued. It walks the dead letters once, in
+// creation order: a run that dies again meanwhile is not requeued twice.
 func (e *Engine) RequeueAllDead(ctx context.Context, process string) (int, error) {
 	n := 0
+	var after int64
 	for {
-		runs, err := e.store.Runs(ctx, store.RunFilter{Process: process, Statuses: []store.Status{store.StatusDead}, Order: store.OldestFirst, Limit: 200})
+		runs, err := e.store.Runs(ctx, store.RunFilter{Process: process, Statuses: []store.Status{store.StatusDead},
+			Order: store.OldestFirst, Limit: 200, After: after})
 		if err != nil {
 			return n, storeErr("requeue", "", err)
 		}
@@ -69,6 +72,7 @@ func (e *Engine) RequeueAllDead(ctx context.Context, process string) (int, error
 			return n, nil
 		}
 		for _, r := range runs {
+			after = r.Seq
 			if _, err := e.RequeueDead(ctx, r.ID); err != nil {
 				if errors.Is(err, ErrInvalidRunState) {
 					continue // changed meanwhile

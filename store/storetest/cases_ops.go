@@ -196,6 +196,24 @@ func init() {
 			c, _ := h.St.Counts(h.Ctx())
 			Expect(h, "completed", c[store.StatusCompleted], int64(3))
 		}},
+		Case{Name: "Repair/RequeueAllDeadOncePerRun", Fn: func(h *H) {
+			// A requeued run that dies again at once is not requeued again
+			// by the same call.
+			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 0}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				return c.Error(errors.New("still down"))
+			}))
+			for range 450 { // more than a page of 200: later pages are read after earlier runs died again
+				h.One(e, "ev", nil)
+			}
+			h.Drain(e)
+			n, err := e.RequeueAllDead(h.Ctx(), "")
+			Expect(h, "err", err, nil)
+			Expect(h, "requeued", n, 450)
+			h.Drain(e)
+			m, _ := e.Metrics(h.Ctx())
+			Expect(h, "requeues", m.Totals.Requeues, int64(450))
+			Expect(h, "dead again", m.Queue[store.StatusDead], int64(450))
+		}},
 		Case{Name: "Repair/CancelIdle", Spec: []int{274}, Note: "fixes gap 7: emits run:cancel and counts it", Fn: func(h *H) {
 			e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
 			id := h.One(e, "ev", nil)
