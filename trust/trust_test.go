@@ -16,6 +16,7 @@ import (
 
 	"github.com/yella-go/yella/bench"
 	"github.com/yella-go/yella/internal/crashtest"
+	"github.com/yella-go/yella/replicate/restoredrill"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 	"github.com/yella-go/yella/store/sqlitestore"
@@ -31,7 +32,7 @@ func openStore(kind, path string) (store.Store, error) {
 }
 
 func TestMain(m *testing.M) {
-	if crashtest.ChildMain() || bench.ChildMain(openStore) || childMain() {
+	if crashtest.ChildMain() || bench.ChildMain(openStore) || childMain() || restoredrill.ChildMain() {
 		return
 	}
 	os.Exit(m.Run())

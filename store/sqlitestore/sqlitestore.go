@@ -82,6 +82,17 @@ type Options struct {
 	// 6 KB written per no-op run against 9 KB at 4096, with equal
 	// throughput for small payloads).
 	PageSize int
+	// AutoCheckpoint is the WAL size, in pages, past which a commit runs a
+	// PASSIVE checkpoint (SQLite's wal_autocheckpoint). 0 keeps SQLite's
+	// default of 1000 pages; negative is refused. The store never issues
+	// RESTART or TRUNCATE checkpoints. While Litestream replicates the file
+	// (package replicate) it checkpoints the WAL itself, PASSIVE at 1000
+	// pages once it has copied the frames; open the store with
+	// replicate.AutoCheckpoint (10000) then, so that the writer's own
+	// checkpoints, which Litestream's read transaction stops short anyway,
+	// are only a backstop: they bound the WAL while Litestream has not
+	// taken over the file (a replica unreachable at start).
+	AutoCheckpoint int
 	// Logger receives the store's logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Driver is the database/sql driver name the store opens the file
@@ -139,8 +150,8 @@ func (o Options) withDefaults() (Options, error) {
 	default:
 		return o, fmt.Errorf("sqlitestore: Options.Synchronous must be NORMAL or FULL, got %q", o.Synchronous)
 	}
-	if o.BusyTimeout < 0 || o.ReadConns < 0 || o.MaxBatch < 0 {
-		return o, errors.New("sqlitestore: Options.BusyTimeout, ReadConns and MaxBatch must not be negative")
+	if o.BusyTimeout < 0 || o.ReadConns < 0 || o.MaxBatch < 0 || o.AutoCheckpoint < 0 {
+		return o, errors.New("sqlitestore: Options.BusyTimeout, ReadConns, MaxBatch and AutoCheckpoint must not be negative")
 	}
 	if o.BusyTimeout == 0 {
 		o.BusyTimeout = 5 * time.Second
@@ -176,6 +187,9 @@ func dsn(path string, o Options, readOnly bool) string {
 		q.Add("_pragma", "query_only(1)")
 	} else {
 		q.Set("_txlock", "immediate")
+		if o.AutoCheckpoint > 0 {
+			q.Add("_pragma", "wal_autocheckpoint("+strconv.Itoa(o.AutoCheckpoint)+")")
+		}
 	}
 	return "file:" + path + "?" + q.Encode()
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package replicate_test
+
+const raceEnabled = false
