@@ -71,13 +71,20 @@ func TestImportRules(t *testing.T) {
 				// crashtest, like store/storetest, is a harness that drives
 				// the real engine (see the next two rules).
 				t.Errorf("internal package %s imports the engine", dir)
-			case im == module+"/internal/crashtest" && dir != "examples/benchmarks":
-				// Only tests and the benchmark program (which verifies its
+			case im == module+"/internal/crashtest" && dir != "internal/benchcmd":
+				// Only tests and the benchmark command (which verifies its
 				// recovery drills with crashtest.Check) use the crash harness.
 				t.Errorf("package %s imports the crash-test harness outside tests", dir)
+			case im == module+"/replicate/restoredrill":
+				// The restore drill is a harness, like storetest: tests only.
+				t.Errorf("package %s imports the restore drill outside tests", dir)
+			case (dir == "." || isStore) && strings.HasPrefix(im, module+"/replicate"):
+				t.Errorf("package %s imports replication: only the command wires it", dir)
 			case im == module+"/store/storetest" && dir != "store/storetest":
 				t.Errorf("package %s imports the store conformance suite outside tests", dir)
-			case dir != "." && !strings.HasPrefix(dir, "cmd") && !strings.HasPrefix(dir, "examples") && im == "flag":
+			case dir != "." && !strings.HasPrefix(dir, "cmd") && !strings.HasPrefix(dir, "examples") && dir != "internal/benchcmd" && im == "flag":
+				// benchcmd is the benchmark command, shared by cmd/yella
+				// and examples/benchmarks.
 				t.Errorf("library package %s parses flags; only cmd may", dir)
 			}
 		}

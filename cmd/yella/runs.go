@@ -1,0 +1,192 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/yella-go/yella/httpapi"
+)
+
+func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("runs needs a subcommand: list or show ID")
+	}
+	switch args[0] {
+	case "list", "ls":
+		return runsList(ctx, args[1:], stdout, stderr)
+	case "show":
+		return runsShow(ctx, args[1:], stdout, stderr)
+	case "-h", "--help":
+		fmt.Fprintln(stdout, "usage: yella runs list [flags] | yella runs show ID [flags]")
+		return nil
+	}
+	return usagef("unknown runs subcommand %q: want list or show", args[0])
+}
+
+func runsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("runs list", stderr)
+	var t target
+	t.flags(fs)
+	status := fs.String("status", "", "only these statuses, comma-separated (idle, running, completed, deferred, errored, dead-letter, fenced)")
+	process := fs.String("process", "", "only this process")
+	event := fs.String("event", "", "only this event")
+	root := fs.Bool("root", false, "only root runs")
+	order := fs.String("order", "newest", "newest or oldest first")
+	limit := fs.Int("limit", 20, "runs per page (1-1000)")
+	cursor := fs.String("cursor", "", "the next page's cursor, as printed")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("runs list takes no arguments, got %q", strings.Join(pos, " "))
+	}
+	q := url.Values{"order": {*order}, "limit": {strconv.Itoa(*limit)}, "total": {"true"}}
+	for k, v := range map[string]string{"status": *status, "process": *process, "event": *event, "cursor": *cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if *root {
+		q.Set("root", "true")
+	}
+	c, err := t.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	var raw json.RawMessage
+	if err := c.call(ctx, "GET", "/api/runs?"+q.Encode(), nil, &raw); err != nil {
+		return err
+	}
+	if t.json {
+		return printJSON(stdout, raw)
+	}
+	var page httpapi.RunPage
+	if err := json.Unmarshal(raw, &page); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPROCESS\tEVENT\tSTATUS\tATTEMPTS\tCREATED")
+	for _, r := range page.Runs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Process, r.Event, r.Status, r.Attempts, r.CreatedAt.Format(time.DateTime))
+	}
+	tw.Flush()
+	total := ""
+	if page.Total != nil {
+		total = fmt.Sprintf(" of %d", *page.Total)
+	}
+	fmt.Fprintf(stdout, "%d runs%s", len(page.Runs), total)
+	if page.Next != "" {
+		fmt.Fprintf(stdout, "; next page: --cursor %s", page.Next)
+	}
+	fmt.Fprintln(stdout)
+	return nil
+}
+
+func runsShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("runs show", stderr)
+	var t target
+	t.flags(fs)
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usagef("runs show needs one run id")
+	}
+	c, err := t.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	var raw json.RawMessage
+	if err := c.call(ctx, "GET", "/api/runs/"+url.PathEscape(pos[0]), nil, &raw); err != nil {
+		return err
+	}
+	if t.json {
+		return printJSON(stdout, raw)
+	}
+	var d httpapi.RunDetail
+	if err := json.Unmarshal(raw, &d); err != nil {
+		return err
+	}
+	printRun(stdout, d)
+	return nil
+}
+
+func printRun(w io.Writer, d httpapi.RunDetail) {
+	r := d.Run
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	row := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(tw, "%s\t%s\n", k, v)
+		}
+	}
+	when := func(t *time.Time) string {
+		if t == nil {
+			return ""
+		}
+		return t.Format(time.RFC3339Nano)
+	}
+	row("run", r.ID)
+	row("process", r.Process)
+	row("event", r.Event)
+	row("status", string(r.Status))
+	row("attempts", strconv.Itoa(r.Attempts))
+	if r.CorrelationID != r.ID {
+		row("chain", r.CorrelationID)
+	}
+	row("parent", r.ParentID)
+	row("idempotency key", r.IdempotencyKey)
+	row("error", r.Error)
+	row("error code", r.ErrorCode)
+	row("then", r.Then)
+	row("retry at", when(r.RetryAt))
+	row("created", r.CreatedAt.Format(time.RFC3339Nano))
+	row("started", when(r.StartedAt))
+	row("completed", when(r.CompletedAt))
+	row("payload", compact(r.Payload))
+	row("output", compact(r.Output))
+	row("context", compact(r.Context))
+	tw.Flush()
+	fmt.Fprintln(w, "\ntimeline")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, e := range d.Timeline {
+		detail := e.Note
+		if e.Error != "" {
+			detail += ": " + e.Error
+		}
+		fmt.Fprintf(tw, "  %d\t%s\t%s\tattempt %d\t%s\n", e.N, e.At.Format(time.RFC3339Nano), e.Status, e.Attempt, detail)
+	}
+	tw.Flush()
+	if len(d.Effects) > 0 {
+		fmt.Fprintln(w, "\neffects")
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, e := range d.Effects {
+			res := compact(e.Output)
+			if e.Error != "" {
+				res = "error: " + e.Error
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", e.Key, e.Status, res)
+		}
+		tw.Flush()
+	}
+}
+
+// compact prints JSON on one line.
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
+}

@@ -1,0 +1,75 @@
+package dashboard
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"strings"
+)
+
+// flash is a one-time message shown on the page an action redirects to.
+// It travels in a short-lived cookie signed with a per-process key, so no
+// server-side session is needed and no other site can plant one.
+type flash struct {
+	Kind string `json:"k"` // ok, warn, error
+	Msg  string `json:"m"`
+}
+
+const flashCookie = "yella_flash"
+
+func (s *server) sign(b []byte) string {
+	m := hmac.New(sha256.New, s.flashKey)
+	m.Write(b)
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// setFlash stores a message for the next page.
+func (s *server) setFlash(w http.ResponseWriter, r *http.Request, kind, msg string) {
+	if len(msg) > 600 {
+		msg = msg[:600] + "…"
+	}
+	b, _ := json.Marshal(flash{Kind: kind, Msg: msg})
+	v := base64.RawURLEncoding.EncodeToString(b) + "." + s.sign(b)
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: v, Path: "/", MaxAge: 60,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+}
+
+// takeFlash returns the pending message, if any, and clears it.
+func (s *server) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
+	c, err := r.Cookie(flashCookie)
+	if err != nil {
+		return nil
+	}
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1,
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	payload, sig, ok := strings.Cut(c.Value, ".")
+	if !ok {
+		return nil
+	}
+	b, err := base64.RawURLEncoding.DecodeString(payload)
+	if err != nil || !hmac.Equal([]byte(sig), []byte(s.sign(b))) {
+		return nil
+	}
+	var f flash
+	if json.Unmarshal(b, &f) != nil || f.Msg == "" {
+		return nil
+	}
+	switch f.Kind {
+	case "ok", "warn", "error":
+	default:
+		f.Kind = "ok"
+	}
+	return &f
+}
+
+// back redirects (303) to the page an action came from: the form's "next"
+// field when it is a path on this site, else fallback.
+func back(w http.ResponseWriter, r *http.Request, fallback string) {
+	to := fallback
+	if n := r.PostFormValue("next"); n != "" && localPath(n) && len(n) < 2048 {
+		to = n
+	}
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}

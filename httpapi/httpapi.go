@@ -1,0 +1,213 @@
+// Package httpapi is Yella's JSON HTTP API: runs (filtered, paged), run
+// detail with timeline and effects, chains and traces, processes and the
+// event graph, emit, the operator actions (retry, requeue, cancel, resume,
+// complete an effect), metrics, observability, and a Server-Sent Events
+// stream of lifecycle events with replay.
+//
+// Every route lives under /api/. Errors are {"error": {"code", "message"}}
+// with a stable code; statusOf maps them to HTTP statuses in one table.
+// The package adds no authentication: serve it behind the guard the yella
+// command puts in front of it (bearer token, Host allowlist, same-origin
+// mutations, body limit).
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/yella-go/yella"
+)
+
+// Options configures the API. The zero value means defaults.
+type Options struct {
+	// Version is reported by the health route.
+	Version string
+	// Logger receives request errors. Defaults to discarding them.
+	Logger *slog.Logger
+	// Replay is how many recent lifecycle events the SSE stream keeps for
+	// clients that reconnect. Defaults to 4096.
+	Replay int
+	// Keepalive is the interval of SSE comment frames. Defaults to 15s.
+	Keepalive time.Duration
+	// Replication, when set, reports off-box replication for the health
+	// route: the last successful sync, the lag, and the last error.
+	Replication func() (lastSync time.Time, lag time.Duration, lastErr string)
+}
+
+// API serves the routes. Create it with New; Close it when the server
+// shuts down, which ends the SSE streams.
+type API struct {
+	eng     *yella.Engine
+	opts    Options
+	mux     *http.ServeMux
+	broker  *broker
+	started time.Time
+	done    chan struct{}
+	once    sync.Once
+}
+
+// New returns the API of eng. It subscribes to eng's lifecycle events at
+// once, so the SSE replay buffer fills from the start.
+func New(eng *yella.Engine, opts Options) *API {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Replay <= 0 {
+		opts.Replay = 4096
+	}
+	if opts.Keepalive <= 0 {
+		opts.Keepalive = 15 * time.Second
+	}
+	a := &API{eng: eng, opts: opts, mux: http.NewServeMux(), started: time.Now(), done: make(chan struct{})}
+	a.broker = newBroker(eng, opts.Replay)
+	a.routes()
+	return a
+}
+
+// Close ends the SSE streams and stops listening to the engine.
+func (a *API) Close() {
+	a.once.Do(func() {
+		close(a.done)
+		a.broker.unsub()
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+func (a *API) routes() {
+	routes := []struct {
+		pattern string
+		h       http.HandlerFunc
+	}{
+		{"GET /api/health", a.health},
+		{"GET /api/processes", a.processes},
+		{"GET /api/runs", a.runs},
+		{"GET /api/runs/{id}", a.run},
+		{"GET /api/runs/{id}/chain", a.chain},
+		{"GET /api/runs/{id}/trace", a.trace},
+		{"POST /api/emit", a.emit},
+		{"POST /api/runs/{id}/retry", a.action(a.eng.Retry)},
+		{"POST /api/runs/{id}/requeue", a.action(a.eng.RequeueDead)},
+		{"POST /api/runs/{id}/cancel", a.action(a.eng.Cancel)},
+		{"POST /api/runs/{id}/resume", a.resume},
+		{"POST /api/runs/{id}/complete-effect", a.completeEffect},
+		{"POST /api/dead-letters/requeue", a.requeueAll},
+		{"GET /api/metrics", a.metrics},
+		{"GET /api/observability", a.observability},
+		{"GET /api/events", a.events},
+	}
+	known := http.NewServeMux() // the routes alone, to tell 404 from 405
+	for _, r := range routes {
+		a.mux.HandleFunc(r.pattern, r.h)
+		known.HandleFunc(r.pattern, r.h)
+	}
+	a.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		var allow []string
+		for _, m := range []string{http.MethodGet, http.MethodPost} {
+			probe := r.Clone(r.Context())
+			probe.Method = m
+			if _, pat := known.Handler(probe); pat != "" {
+				allow = append(allow, m)
+			}
+		}
+		if len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			a.fail(w, r, &apiError{http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", r.Method + " is not allowed on " + r.URL.Path})
+			return
+		}
+		a.fail(w, r, &apiError{http.StatusNotFound, "NOT_FOUND", "no such route: " + r.Method + " " + r.URL.Path})
+	})
+}
+
+// apiError is an error the API answers with directly.
+type apiError struct {
+	status        int
+	code, message string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func badRequest(code, msg string) *apiError { return &apiError{http.StatusBadRequest, code, msg} }
+
+// statusOf is the one table from engine error codes to HTTP statuses.
+var statusOf = map[yella.Code]int{
+	yella.CodeRunNotFound:            http.StatusNotFound,
+	yella.CodeInvalidRunState:        http.StatusConflict,
+	yella.CodeNotAdmitted:            http.StatusConflict,
+	yella.CodeInvalidPayload:         http.StatusBadRequest,
+	yella.CodeInvalidQuery:           http.StatusBadRequest,
+	yella.CodeSchemaValidationFailed: http.StatusBadRequest,
+	yella.CodeInvalidConfig:          http.StatusBadRequest,
+	yella.CodePayloadTooLarge:        http.StatusRequestEntityTooLarge,
+	yella.CodeUnknownEvent:           http.StatusUnprocessableEntity,
+	yella.CodeChainDepthExceeded:     http.StatusUnprocessableEntity,
+	yella.CodeStopped:                http.StatusServiceUnavailable,
+	yella.CodeNotStarted:             http.StatusServiceUnavailable,
+	yella.CodeUnavailable:            http.StatusServiceUnavailable,
+}
+
+// fail writes err as the JSON error body. Engine errors keep their code;
+// anything else is an internal error whose detail is logged, not sent.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var body ErrorBody
+	status := http.StatusInternalServerError
+	var ae *apiError
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &ae):
+		status, body.Error.Code, body.Error.Message = ae.status, ae.code, ae.message
+	case errors.As(err, &tooBig):
+		status, body.Error.Code, body.Error.Message = http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", err.Error()
+	case yella.CodeOf(err) != "":
+		code := yella.CodeOf(err)
+		body.Error.Code, body.Error.Message = string(code), err.Error()
+		if s, ok := statusOf[code]; ok {
+			status = s
+		}
+	default:
+		body.Error.Code, body.Error.Message = "INTERNAL", "internal error"
+	}
+	if status >= 500 {
+		a.opts.Logger.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// decode reads a JSON body into v: one object, no unknown fields. An empty
+// body is allowed when optional.
+func decode(r *http.Request, v any, optional bool) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.Is(err, io.EOF) && optional:
+		return nil
+	case errors.Is(err, io.EOF):
+		return badRequest("BAD_JSON", "a JSON body is required")
+	case errors.As(err, &tooBig):
+		return err
+	case err != nil:
+		return badRequest("BAD_JSON", "invalid JSON body: "+err.Error())
+	}
+	if dec.More() {
+		return badRequest("BAD_JSON", "invalid JSON body: more than one value")
+	}
+	return nil
+}

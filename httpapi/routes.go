@@ -1,0 +1,405 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yella-go/yella"
+)
+
+func (a *API) health(w http.ResponseWriter, r *http.Request) {
+	m, err := a.eng.Metrics(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	h := Health{Status: "ok", Version: a.opts.Version, Owner: a.eng.Owner(), UptimeSeconds: time.Since(a.started).Seconds(), Queue: m.Queue}
+	if a.opts.Replication != nil {
+		last, lag, lastErr := a.opts.Replication()
+		h.Replication = &Replication{LastSync: ts(last), LagSeconds: lag.Seconds(), LastError: lastErr}
+	}
+	writeJSON(w, http.StatusOK, h)
+}
+
+func (a *API) processes(w http.ResponseWriter, r *http.Request) {
+	m, err := a.eng.Metrics(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := Processes{Processes: []Process{}, Edges: []Edge{}}
+	for _, p := range a.eng.Processes() {
+		pm := m.Processes[p.Name]
+		out.Processes = append(out.Processes, Process{Name: p.Name, On: p.On, Emits: p.Emits, Concurrency: p.Concurrency,
+			QueueLimit: p.Overflow.QueueLimit(), InFlight: pm.InFlight, Dropped: pm.Dropped})
+	}
+	sort.Slice(out.Processes, func(i, j int) bool { return out.Processes[i].Name < out.Processes[j].Name })
+	for _, e := range a.eng.Graph().Edges {
+		out.Edges = append(out.Edges, Edge{From: e.From, Event: e.Event, To: e.To})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// ParseRunQuery reads a run listing's query string: status (repeated or
+// comma-separated), state, process, event, root (true/false), order
+// (newest/oldest), limit (1–1000), cursor and total (true/false). Unknown
+// parameters and malformed values are errors, so a typo does not silently
+// list everything.
+func ParseRunQuery(v url.Values) (yella.RunQuery, error) {
+	var q yella.RunQuery
+	for k, vals := range v {
+		if len(vals) > 1 && k != "status" {
+			return q, fmt.Errorf("%s is given %d times", k, len(vals))
+		}
+		val := vals[0]
+		switch k {
+		case "status":
+			for _, s := range vals {
+				for _, one := range strings.Split(s, ",") {
+					if one = strings.TrimSpace(one); one != "" {
+						q.Status = append(q.Status, yella.Status(one))
+					}
+				}
+			}
+		case "state":
+			q.State = yella.State(val)
+		case "process":
+			q.Process = val
+		case "event":
+			q.Event = val
+		case "correlation":
+			q.CorrelationID = val
+		case "cursor":
+			q.Cursor = val
+		case "root", "total":
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				return q, fmt.Errorf("%s must be true or false, got %q", k, val)
+			}
+			if k == "root" {
+				q.RootOnly = b
+			} else {
+				q.WithTotal = b
+			}
+		case "order":
+			switch val {
+			case "newest", "":
+				q.Order = yella.NewestFirst
+			case "oldest":
+				q.Order = yella.OldestFirst
+			default:
+				return q, fmt.Errorf("order must be newest or oldest, got %q", val)
+			}
+		case "limit":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > yella.MaxPageSize {
+				return q, fmt.Errorf("limit must be a number from 1 to %d, got %q", yella.MaxPageSize, val)
+			}
+			q.Limit = n
+		default:
+			return q, fmt.Errorf("unknown parameter %q (known: status, state, process, event, correlation, root, order, limit, cursor, total)", k)
+		}
+	}
+	return q, nil
+}
+
+func (a *API) runs(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseRunQuery(r.URL.Query())
+	if err != nil {
+		a.fail(w, r, badRequest("INVALID_QUERY", err.Error()))
+		return
+	}
+	page, err := a.eng.Runs(r.Context(), q)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := RunPage{Runs: runsOf(page.Runs), Next: page.Next}
+	if q.WithTotal {
+		out.Total = &page.Total
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *API) run(w http.ResponseWriter, r *http.Request) {
+	ctx, id := r.Context(), r.PathValue("id")
+	run, err := a.eng.Run(ctx, id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	d, err := a.detail(ctx, run)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (a *API) detail(ctx context.Context, run yella.Run) (RunDetail, error) {
+	d := RunDetail{Run: runOf(run), Timeline: []TimelineEntry{}, Effects: []Effect{}}
+	tl, err := a.eng.Timeline(ctx, run.ID)
+	if err != nil {
+		return d, err
+	}
+	for _, t := range tl {
+		d.Timeline = append(d.Timeline, TimelineEntry{N: t.N, At: t.At.UTC(), Status: t.Status, Attempt: t.Attempt, Error: t.Error, Code: t.Code, Note: t.Note})
+	}
+	effs, err := a.eng.Effects(ctx, run.ID)
+	if err != nil {
+		return d, err
+	}
+	for _, e := range effs {
+		d.Effects = append(d.Effects, Effect{Key: e.Key, Status: string(e.Status), Output: e.Output, Error: e.Error, Epoch: e.Epoch,
+			StartedAt: e.StartedAt.UTC(), CompletedAt: ts(e.CompletedAt)})
+	}
+	return d, nil
+}
+
+func (a *API) chain(w http.ResponseWriter, r *http.Request) {
+	runs, err := a.eng.Chain(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string][]Run{"runs": runsOf(runs)})
+}
+
+func (a *API) trace(w http.ResponseWriter, r *http.Request) {
+	t, err := a.eng.Trace(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, traceOf(t))
+}
+
+// EmitRequest is the body of POST /api/emit.
+type EmitRequest struct {
+	Event          string          `json:"event"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+}
+
+func (a *API) emit(w http.ResponseWriter, r *http.Request) {
+	var req EmitRequest
+	if err := decode(r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if strings.TrimSpace(req.Event) == "" {
+		a.fail(w, r, badRequest("MISSING_EVENT", `the "event" field is required`))
+		return
+	}
+	var payload any
+	if len(req.Payload) > 0 && string(req.Payload) != "null" {
+		payload = req.Payload
+	}
+	var opts []yella.EmitOption
+	if req.IdempotencyKey != "" {
+		opts = append(opts, yella.IdempotencyKey(req.IdempotencyKey))
+	}
+	em, err := a.eng.Emit(r.Context(), req.Event, payload, opts...)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := Emitted{Runs: []Admitted{}, Existing: em.Existing, Dropped: em.Dropped, Reason: em.Reason}
+	for _, id := range em.Runs {
+		run, err := a.eng.Run(r.Context(), id)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		out.Runs = append(out.Runs, Admitted{ID: id, Process: run.Process, Status: run.Status})
+	}
+	status := http.StatusCreated
+	if len(out.Runs) == 0 {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, out)
+}
+
+// action adapts an operator action on one run (retry, requeue, cancel).
+func (a *API) action(do func(context.Context, string) (yella.Run, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		run, err := do(r.Context(), r.PathValue("id"))
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, runOf(run))
+	}
+}
+
+// ResumeRequest is the optional body of POST /api/runs/{id}/resume.
+type ResumeRequest struct {
+	// Payload replaces the held payload, or is merged into it when both
+	// are JSON objects. Absent keeps the held payload.
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+func (a *API) resume(w http.ResponseWriter, r *http.Request) {
+	var req ResumeRequest
+	if err := decode(r, &req, true); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var payload any
+	if len(req.Payload) > 0 {
+		payload = req.Payload
+	}
+	runs, err := a.eng.Resume(r.Context(), r.PathValue("id"), payload)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := []Admitted{}
+	for _, run := range runs {
+		out = append(out, Admitted{ID: run.ID, Process: run.Process, Status: run.Status})
+	}
+	writeJSON(w, http.StatusOK, map[string][]Admitted{"runs": out})
+}
+
+// CompleteEffectRequest is the body of POST /api/runs/{id}/complete-effect.
+type CompleteEffectRequest struct {
+	Key    string          `json:"key"` // the stored key, as the run detail lists it
+	Output json.RawMessage `json:"output,omitempty"`
+}
+
+func (a *API) completeEffect(w http.ResponseWriter, r *http.Request) {
+	var req CompleteEffectRequest
+	if err := decode(r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.Key == "" {
+		a.fail(w, r, badRequest("MISSING_KEY", `the "key" field is required`))
+		return
+	}
+	var out any
+	if len(req.Output) > 0 {
+		out = req.Output
+	}
+	run, err := a.eng.CompleteEffect(r.Context(), r.PathValue("id"), req.Key, out)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, runOf(run))
+}
+
+func (a *API) requeueAll(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for k := range q {
+		if k != "process" {
+			a.fail(w, r, badRequest("INVALID_QUERY", fmt.Sprintf("unknown parameter %q (known: process)", k)))
+			return
+		}
+	}
+	n, err := a.eng.RequeueAllDead(r.Context(), q.Get("process"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"requeued": n})
+}
+
+func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
+	m, err := a.eng.Metrics(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, metricsOf(m))
+}
+
+// ParseObservabilityQuery reads window (a Go duration such as 1h, ending
+// now or at to), from and to (RFC 3339), bucket (a duration) and process.
+func ParseObservabilityQuery(v url.Values, now time.Time) (yella.ObservabilityQuery, error) {
+	var q yella.ObservabilityQuery
+	var window time.Duration
+	for k, vals := range v {
+		if len(vals) > 1 {
+			return q, fmt.Errorf("%s is given %d times", k, len(vals))
+		}
+		val := vals[0]
+		var err error
+		switch k {
+		case "window", "bucket":
+			var d time.Duration
+			d, err = time.ParseDuration(val)
+			if err == nil && d <= 0 {
+				err = fmt.Errorf("must be positive")
+			}
+			if k == "window" {
+				window = d
+			} else {
+				q.Bucket = d
+			}
+		case "from", "to":
+			var t time.Time
+			t, err = time.Parse(time.RFC3339, val)
+			if k == "from" {
+				q.From = t
+			} else {
+				q.To = t
+			}
+		case "process":
+			q.Process = val
+		case "errors":
+			q.ErrorLimit, err = strconv.Atoi(val)
+			if err == nil && (q.ErrorLimit < 1 || q.ErrorLimit > 500) {
+				err = fmt.Errorf("must be from 1 to 500")
+			}
+		default:
+			return q, fmt.Errorf("unknown parameter %q (known: window, from, to, bucket, process, errors)", k)
+		}
+		if err != nil {
+			return q, fmt.Errorf("%s=%q: %v", k, val, err)
+		}
+	}
+	if window > 0 {
+		if !q.From.IsZero() {
+			return q, fmt.Errorf("give window or from, not both")
+		}
+		if q.To.IsZero() {
+			q.To = now
+		}
+		q.From = q.To.Add(-window)
+	}
+	if !q.From.IsZero() && !q.To.IsZero() && !q.From.Before(q.To) {
+		return q, fmt.Errorf("from must be before to")
+	}
+	return q, nil
+}
+
+func (a *API) observability(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseObservabilityQuery(r.URL.Query(), time.Now())
+	if err != nil {
+		a.fail(w, r, badRequest("INVALID_QUERY", err.Error()))
+		return
+	}
+	rep, err := a.eng.Observability(r.Context(), q)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := Observability{From: rep.From.UTC(), To: rep.To.UTC(), BucketMs: ms(rep.BucketSize), Summary: bucketOf(rep.Summary),
+		Buckets: []Bucket{}, RecentErrors: []ErrorRecord{}}
+	for _, b := range rep.Buckets {
+		out.Buckets = append(out.Buckets, bucketOf(b))
+	}
+	for _, e := range rep.RecentErrors {
+		out.RecentErrors = append(out.RecentErrors, ErrorRecord{At: e.At.UTC(), Kind: e.Kind, Process: e.Process, RunID: e.RunID,
+			EffectKey: e.EffectKey, Context: e.Context, Message: e.Message})
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,383 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/yella-go/yella"
+)
+
+// The JSON shapes of the API. Field names are stable: they are part of
+// the API (golden files in testdata guard them). Times are RFC 3339 in
+// UTC; absent times and empty strings are omitted.
+
+// Run is a run as the API returns it.
+type Run struct {
+	ID             string          `json:"id"`
+	Seq            int64           `json:"seq"`
+	Process        string          `json:"process"`
+	Event          string          `json:"event"`
+	CorrelationID  string          `json:"correlationId"`
+	ParentID       string          `json:"parentId,omitempty"`
+	Depth          int             `json:"depth"`
+	Status         yella.Status    `json:"status"`
+	State          yella.State     `json:"state"`
+	Payload        json.RawMessage `json:"payload,omitempty"`
+	Context        json.RawMessage `json:"context,omitempty"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	ErrorCode      string          `json:"errorCode,omitempty"`
+	Then           string          `json:"then,omitempty"`
+	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+	Attempts       int             `json:"attempts"`
+	Epoch          int64           `json:"epoch"`
+	RetryAt        *time.Time      `json:"retryAt,omitempty"`
+	LeaseOwner     string          `json:"leaseOwner,omitempty"`
+	LeaseExpires   *time.Time      `json:"leaseExpires,omitempty"`
+	CreatedAt      time.Time       `json:"createdAt"`
+	StartedAt      *time.Time      `json:"startedAt,omitempty"`
+	CompletedAt    *time.Time      `json:"completedAt,omitempty"`
+	Version        string          `json:"version,omitempty"`
+}
+
+func ts(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func runOf(r yella.Run) Run {
+	return Run{ID: r.ID, Seq: r.Seq, Process: r.Process, Event: r.Event, CorrelationID: r.CorrelationID, ParentID: r.ParentID,
+		Depth: r.Depth, Status: r.Status, State: r.State(), Payload: r.Payload, Context: r.Context, Output: r.Output,
+		Error: r.Error, ErrorCode: r.ErrorCode, Then: r.Then, IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
+		Epoch: r.Epoch, RetryAt: ts(r.RetryAt), LeaseOwner: r.LeaseOwner, LeaseExpires: ts(r.LeaseExpires),
+		CreatedAt: r.CreatedAt.UTC(), StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), Version: r.Version}
+}
+
+func runsOf(rs []yella.Run) []Run {
+	out := make([]Run, len(rs))
+	for i, r := range rs {
+		out[i] = runOf(r)
+	}
+	return out
+}
+
+// RunPage is GET /api/runs.
+type RunPage struct {
+	Runs  []Run  `json:"runs"`
+	Next  string `json:"next,omitempty"` // cursor of the next page
+	Total *int64 `json:"total,omitempty"`
+}
+
+// TimelineEntry is one transition of a run.
+type TimelineEntry struct {
+	N       int          `json:"n"`
+	At      time.Time    `json:"at"`
+	Status  yella.Status `json:"status"`
+	Attempt int          `json:"attempt"`
+	Error   string       `json:"error,omitempty"`
+	Code    string       `json:"code,omitempty"`
+	Note    string       `json:"note,omitempty"`
+}
+
+// Effect is one effect record of a run.
+type Effect struct {
+	Key         string          `json:"key"`
+	Status      string          `json:"status"`
+	Output      json.RawMessage `json:"output,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	Epoch       int64           `json:"epoch"`
+	StartedAt   time.Time       `json:"startedAt"`
+	CompletedAt *time.Time      `json:"completedAt,omitempty"`
+}
+
+// RunDetail is GET /api/runs/{id}.
+type RunDetail struct {
+	Run      Run             `json:"run"`
+	Timeline []TimelineEntry `json:"timeline"`
+	Effects  []Effect        `json:"effects"`
+}
+
+// Admitted is a run created by an emission or a resume.
+type Admitted struct {
+	ID      string       `json:"id"`
+	Process string       `json:"process"`
+	Status  yella.Status `json:"status"`
+}
+
+// Emitted is POST /api/emit.
+type Emitted struct {
+	Runs     []Admitted   `json:"runs"`               // admitted now
+	Existing []string     `json:"existing,omitempty"` // admitted earlier under the same idempotency key
+	Dropped  []string     `json:"dropped,omitempty"`  // processes at their cap
+	Reason   yella.Reason `json:"reason,omitempty"`   // why nothing was admitted
+}
+
+// Process is one registered process with its live figures.
+type Process struct {
+	Name        string   `json:"name"`
+	On          string   `json:"on"`
+	Emits       []string `json:"emits,omitempty"`
+	Concurrency int      `json:"concurrency"`
+	QueueLimit  int      `json:"queueLimit"`
+	InFlight    int      `json:"inFlight"`
+	Dropped     int64    `json:"dropped"`
+}
+
+// Edge links a process to one listening to an event it emits.
+type Edge struct {
+	From  string `json:"from"`
+	Event string `json:"event"`
+	To    string `json:"to"`
+}
+
+// Processes is GET /api/processes.
+type Processes struct {
+	Processes []Process `json:"processes"`
+	Edges     []Edge    `json:"edges"`
+}
+
+// Span is one run of a trace.
+type Span struct {
+	RunID     string       `json:"runId"`
+	ParentID  string       `json:"parentId,omitempty"`
+	Process   string       `json:"process"`
+	Event     string       `json:"event"`
+	Status    yella.Status `json:"status"`
+	Level     int          `json:"level"`
+	Attempts  int          `json:"attempts"`
+	QueuedAt  time.Time    `json:"queuedAt"`
+	StartedAt *time.Time   `json:"startedAt,omitempty"`
+	EndedAt   *time.Time   `json:"endedAt,omitempty"`
+	RunningMs float64      `json:"runningMs"`
+}
+
+// Gap is a wait between a run's end and its follow-ups' admission.
+type Gap struct {
+	ParentID   string    `json:"parentId"`
+	ChildIDs   []string  `json:"childIds"`
+	Start      time.Time `json:"start"`
+	End        time.Time `json:"end"`
+	DurationMs float64   `json:"durationMs"`
+}
+
+// Trace is GET /api/runs/{id}/trace.
+type Trace struct {
+	CorrelationID string     `json:"correlationId"`
+	Start         *time.Time `json:"start,omitempty"`
+	End           *time.Time `json:"end,omitempty"`
+	DurationMs    float64    `json:"durationMs"`
+	ExecutionMs   float64    `json:"executionMs"`
+	PausedMs      float64    `json:"pausedMs"`
+	Spans         []Span     `json:"spans"`
+	Gaps          []Gap      `json:"gaps"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func traceOf(t yella.Trace) Trace {
+	out := Trace{CorrelationID: t.CorrelationID, Start: ts(t.Start), End: ts(t.End), DurationMs: ms(t.End.Sub(t.Start)),
+		ExecutionMs: ms(t.Execution), PausedMs: ms(t.Paused), Spans: []Span{}, Gaps: []Gap{}}
+	for _, s := range t.Spans {
+		out.Spans = append(out.Spans, Span{RunID: s.RunID, ParentID: s.ParentID, Process: s.Process, Event: s.Event, Status: s.Status,
+			Level: s.Level, Attempts: s.Attempts, QueuedAt: s.QueuedAt.UTC(), StartedAt: ts(s.StartedAt), EndedAt: ts(s.EndedAt), RunningMs: ms(s.Running)})
+	}
+	for _, g := range t.Gaps {
+		out.Gaps = append(out.Gaps, Gap{ParentID: g.ParentID, ChildIDs: g.ChildIDs, Start: g.Start.UTC(), End: g.End.UTC(), DurationMs: ms(g.End.Sub(g.Start))})
+	}
+	return out
+}
+
+// Health is GET /api/health.
+type Health struct {
+	Status        string                 `json:"status"` // "ok"
+	Version       string                 `json:"version,omitempty"`
+	Owner         string                 `json:"owner"`
+	UptimeSeconds float64                `json:"uptimeSeconds"`
+	Queue         map[yella.Status]int64 `json:"queue"`
+	Replication   *Replication           `json:"replication,omitempty"`
+}
+
+// Replication is the state of off-box replication, when it is on.
+type Replication struct {
+	LastSync   *time.Time `json:"lastSync,omitempty"`
+	LagSeconds float64    `json:"lagSeconds"`
+	LastError  string     `json:"lastError,omitempty"`
+}
+
+// Duration summarises durations in milliseconds.
+type Duration struct {
+	Count int64   `json:"count"`
+	AvgMs float64 `json:"avgMs"`
+	MinMs float64 `json:"minMs"`
+	MaxMs float64 `json:"maxMs"`
+	P50Ms float64 `json:"p50Ms"`
+	P95Ms float64 `json:"p95Ms"`
+	P99Ms float64 `json:"p99Ms"`
+}
+
+func durationOf(d yella.DurationStats) Duration {
+	return Duration{Count: d.Count, AvgMs: ms(d.Avg), MinMs: ms(d.Min), MaxMs: ms(d.Max), P50Ms: ms(d.P50), P95Ms: ms(d.P95), P99Ms: ms(d.P99)}
+}
+
+// Bucket is one time bucket of an observability report.
+type Bucket struct {
+	Start             time.Time `json:"start"`
+	Admitted          int64     `json:"admitted"`
+	Dropped           int64     `json:"dropped"`
+	Started           int64     `json:"started"`
+	Completed         int64     `json:"completed"`
+	Failed            int64     `json:"failed"`
+	Retried           int64     `json:"retried"`
+	DeadLetters       int64     `json:"deadLetters"`
+	Fenced            int64     `json:"fenced"`
+	Resumed           int64     `json:"resumed"`
+	Cancelled         int64     `json:"cancelled"`
+	SuccessRate       *float64  `json:"successRate,omitempty"` // absent when nothing finished
+	RunDuration       Duration  `json:"runDuration"`
+	EffectsCompleted  int64     `json:"effectsCompleted"`
+	EffectsFailed     int64     `json:"effectsFailed"`
+	EffectsReplayed   int64     `json:"effectsReplayed"`
+	EffectDuration    Duration  `json:"effectDuration"`
+	LeaseReclaims     int64     `json:"leaseReclaims"`
+	InternalErrors    int64     `json:"internalErrors"`
+	EffectSuccessRate *float64  `json:"effectSuccessRate,omitempty"`
+}
+
+func rate(r float64) *float64 {
+	if r < 0 {
+		return nil
+	}
+	return &r
+}
+
+func bucketOf(b yella.BucketStats) Bucket {
+	return Bucket{Start: b.Start.UTC(), Admitted: b.Runs.Admitted, Dropped: b.Runs.Dropped, Started: b.Runs.Started,
+		Completed: b.Runs.Completed, Failed: b.Runs.Failed, Retried: b.Runs.Retried, DeadLetters: b.Runs.DeadLetters,
+		Fenced: b.Runs.Fenced, Resumed: b.Runs.Resumed, Cancelled: b.Runs.Cancelled, SuccessRate: rate(b.Runs.SuccessRate),
+		RunDuration: durationOf(b.Runs.Duration), EffectsCompleted: b.Effects.Completed, EffectsFailed: b.Effects.Failed,
+		EffectsReplayed: b.Effects.Replayed, EffectDuration: durationOf(b.Effects.Duration), EffectSuccessRate: rate(b.Effects.SuccessRate),
+		LeaseReclaims: b.System.LeaseReclaims, InternalErrors: b.System.InternalErrors}
+}
+
+// ErrorRecord is a recent error.
+type ErrorRecord struct {
+	At        time.Time `json:"at"`
+	Kind      string    `json:"kind"` // run, effect, internal
+	Process   string    `json:"process,omitempty"`
+	RunID     string    `json:"runId,omitempty"`
+	EffectKey string    `json:"effectKey,omitempty"`
+	Context   string    `json:"context,omitempty"`
+	Message   string    `json:"message"`
+}
+
+// Observability is GET /api/observability.
+type Observability struct {
+	From         time.Time     `json:"from"`
+	To           time.Time     `json:"to"`
+	BucketMs     float64       `json:"bucketMs"`
+	Summary      Bucket        `json:"summary"`
+	Buckets      []Bucket      `json:"buckets"`
+	RecentErrors []ErrorRecord `json:"recentErrors"`
+}
+
+// Event is one lifecycle event on the SSE stream.
+type Event struct {
+	ID            int64           `json:"id"`
+	Type          yella.EventType `json:"type"`
+	At            time.Time       `json:"at"`
+	RunID         string          `json:"runId,omitempty"`
+	CorrelationID string          `json:"correlationId,omitempty"`
+	ParentID      string          `json:"parentId,omitempty"`
+	Process       string          `json:"process,omitempty"`
+	EventName     string          `json:"event,omitempty"`
+	Status        yella.Status    `json:"status,omitempty"`
+	Attempt       int             `json:"attempt,omitempty"`
+	Error         string          `json:"error,omitempty"`
+	Code          yella.Code      `json:"code,omitempty"`
+	DurationMs    float64         `json:"durationMs,omitempty"`
+	EffectKey     string          `json:"effectKey,omitempty"`
+	Children      []string        `json:"children,omitempty"`
+	Context       string          `json:"context,omitempty"`
+}
+
+func eventOf(id int64, e yella.Event) Event {
+	return Event{ID: id, Type: e.Type, At: e.At.UTC(), RunID: e.RunID, CorrelationID: e.CorrelationID, ParentID: e.ParentID,
+		Process: e.Process, EventName: e.EventName, Status: e.Status, Attempt: e.Attempt, Error: e.Error, Code: e.Code,
+		DurationMs: ms(e.Duration), EffectKey: e.EffectKey, Children: e.Children, Context: e.Context}
+}
+
+// ErrorBody is every error response: {"error": {"code", "message"}}.
+type ErrorBody struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// Metrics is GET /api/metrics: the engine's counters since it started and
+// the queue by status.
+type Metrics struct {
+	Queue      map[yella.Status]int64     `json:"queue"`
+	Totals     Totals                     `json:"totals"`
+	Processes  map[string]ProcessCounters `json:"processes"`
+	Dispatcher Dispatcher                 `json:"dispatcher"`
+}
+
+// Totals are the engine's lifecycle counters.
+type Totals struct {
+	Admitted         int64 `json:"admitted"`
+	Dropped          int64 `json:"dropped"`
+	Started          int64 `json:"started"`
+	Completed        int64 `json:"completed"`
+	Failed           int64 `json:"failed"`
+	Retries          int64 `json:"retries"`
+	DeadLetters      int64 `json:"deadLetters"`
+	Fenced           int64 `json:"fenced"`
+	Resumes          int64 `json:"resumes"`
+	Cancels          int64 `json:"cancels"`
+	ManualRetries    int64 `json:"manualRetries"`
+	Requeues         int64 `json:"requeues"`
+	DepthExceeded    int64 `json:"depthExceeded"`
+	LeaseReclaims    int64 `json:"leaseReclaims"`
+	InternalErrors   int64 `json:"internalErrors"`
+	EffectsCompleted int64 `json:"effectsCompleted"`
+	EffectsFailed    int64 `json:"effectsFailed"`
+	EffectsReplayed  int64 `json:"effectsReplayed"`
+	EffectsResolved  int64 `json:"effectsResolved"`
+	Pruned           int64 `json:"pruned"`
+}
+
+// ProcessCounters are one process's live figures.
+type ProcessCounters struct {
+	Event       string `json:"event"`
+	Concurrency int    `json:"concurrency"`
+	QueueLimit  int    `json:"queueLimit"`
+	InFlight    int    `json:"inFlight"`
+	Dropped     int64  `json:"dropped"`
+}
+
+// Dispatcher is this engine's in-memory view of its work.
+type Dispatcher struct {
+	Slots   int `json:"slots"`
+	Ready   int `json:"ready"`
+	Delayed int `json:"delayed"`
+	Running int `json:"running"`
+}
+
+func metricsOf(m yella.Metrics) Metrics {
+	t := m.Totals
+	out := Metrics{Queue: m.Queue, Processes: map[string]ProcessCounters{},
+		Totals: Totals{Admitted: t.Admitted, Dropped: t.Dropped, Started: t.Started, Completed: t.Completed, Failed: t.Failed,
+			Retries: t.Retries, DeadLetters: t.DeadLetters, Fenced: t.Fenced, Resumes: t.Resumes, Cancels: t.Cancels,
+			ManualRetries: t.ManualRetries, Requeues: t.Requeues, DepthExceeded: t.DepthExceeded, LeaseReclaims: t.LeaseReclaims,
+			InternalErrors: t.InternalErrors, EffectsCompleted: t.EffectsCompleted, EffectsFailed: t.EffectsFailed,
+			EffectsReplayed: t.EffectsReplayed, EffectsResolved: t.EffectsResolved, Pruned: t.Pruned},
+		Dispatcher: Dispatcher{Slots: m.Dispatcher.Slots, Ready: m.Dispatcher.Ready, Delayed: m.Dispatcher.Delayed, Running: m.Dispatcher.Running}}
+	for name, p := range m.Processes {
+		out.Processes[name] = ProcessCounters{Event: p.Event, Concurrency: p.Concurrency, QueueLimit: p.QueueLimit, InFlight: p.InFlight, Dropped: p.Dropped}
+	}
+	return out
+}

@@ -1,0 +1,93 @@
+package prommetrics_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/prommetrics"
+	"github.com/yella-go/yella/store/memstore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestExporter(t *testing.T) {
+	eng, err := yella.New(yella.Config{Store: memstore.New()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Register(yella.Process{Name: "ok", On: "a", Run: func(c *yella.Ctx) yella.Result {
+		yella.Effect(c, "fx", func(context.Context) (int, error) { return 1, nil })
+		return c.OK(nil)
+	}})
+	eng.Register(yella.Process{Name: "bad", On: "b", Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(time.Millisecond)},
+		Run: func(c *yella.Ctx) yella.Result { return c.Error(errors.New("boom")) }})
+	eng.Register(yella.Process{Name: "capped", On: "c", Concurrency: 1, Run: func(c *yella.Ctx) yella.Result {
+		time.Sleep(20 * time.Millisecond)
+		return c.OK(nil)
+	}})
+	x := prommetrics.New(eng, prommetrics.Options{
+		Writer: func() prommetrics.WriterStats {
+			return prommetrics.WriterStats{Commits: 10, Commands: 40, Busy: 2 * time.Second}
+		},
+		Replication: func() (time.Time, time.Duration) { return time.Unix(1700000000, 0), 1500 * time.Millisecond },
+	})
+	defer x.Close()
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop(ctx)
+	for range 3 {
+		eng.Emit(ctx, "a", nil)
+	}
+	eng.Emit(ctx, "b", nil)
+	eng.Emit(ctx, "c", nil)
+	eng.Emit(ctx, "c", nil) // dropped: at its cap
+	if err := eng.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(x.Handler())
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	for _, want := range []string{
+		`yella_runs_total{event="completed",process="ok"} 3`,
+		`yella_runs_total{event="retried",process="bad"} 1`,
+		`yella_runs_total{event="dead_letter",process="bad"} 1`,
+		`yella_queue_runs{status="completed"} 4`,
+		`yella_queue_runs{status="dead-letter"} 1`,
+		`yella_drops_total{process="capped"} 1`,
+		`yella_run_duration_seconds_count{outcome="completed",process="ok"} 3`,
+		`yella_effect_duration_seconds_count{outcome="completed",process="ok"} 3`,
+		`yella_effects_total{outcome="completed",process="ok"} 3`,
+		`yella_process_concurrency_limit{process="capped"} 1`,
+		`yella_store_commits_total 10`,
+		`yella_store_commands_total 40`,
+		`yella_store_commit_seconds_total 2`,
+		`yella_replication_lag_seconds 1.5`,
+		`yella_replication_last_sync_timestamp_seconds 1.7e+09`,
+		`yella_up 1`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	if problems, err := testutil.GatherAndLint(x.Registry()); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
