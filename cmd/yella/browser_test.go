@@ -184,3 +184,31 @@ func rows(t *testing.T, ctx context.Context) int {
 	}
 	return n
 }
+
+// TestScreenshot regenerates the README's screenshot from a running
+// server: YELLA_SHOT_URL=http://127.0.0.1:3400/ YELLA_SHOT_OUT=docs/dashboard.png
+// (relative to the repository root). Skipped unless both are set.
+func TestScreenshot(t *testing.T) {
+	url, out := os.Getenv("YELLA_SHOT_URL"), os.Getenv("YELLA_SHOT_OUT")
+	if url == "" || out == "" {
+		t.Skip("YELLA_SHOT_URL and YELLA_SHOT_OUT not set")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium(t)), chromedp.NoSandbox,
+		chromedp.Headless, chromedp.WindowSize(1280, 860), chromedp.DisableGPU)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.Sleep(2*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("..", "..", out), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
