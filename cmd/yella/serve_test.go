@@ -155,3 +155,34 @@ func TestServeReplicateRestore(t *testing.T) {
 		t.Fatal("a malformed replica URL was accepted")
 	}
 }
+
+// TestCLIAgainstServer: the operator commands work against a running
+// server's API (--server), including its errors.
+func TestCLIAgainstServer(t *testing.T) {
+	base := startServe(t, "--demo-rate", "0.001")
+	run := func(args ...string) (string, error) {
+		var out, errb strings.Builder
+		err := Run(context.Background(), append(args, "--server", base), &out, &errb)
+		return out.String(), err
+	}
+	out, err := run("emit", "export:requested", `{"report":"cli"}`, "--key", "cli-1")
+	if err != nil || !strings.Contains(out, "admitted 1 runs") {
+		t.Fatalf("emit: %v %q", err, out)
+	}
+	id := uuidRE.FindString(out)
+	if out, err := run("emit", "export:requested", "--key", "cli-1"); err != nil || !strings.Contains(out, "already admitted") {
+		t.Fatalf("emit again: %v %q", err, out)
+	}
+	if out, err := run("runs", "show", id); err != nil || !strings.Contains(out, "legacy-export") {
+		t.Fatalf("runs show: %v %q", err, out)
+	}
+	if out, err := run("runs", "list", "--process", "legacy-export"); err != nil || !strings.Contains(out, id) {
+		t.Fatalf("runs list: %v %q", err, out)
+	}
+	if _, err := run("resume", id); err == nil || !strings.Contains(err.Error(), "INVALID_RUN_STATE") {
+		t.Fatalf("resume of a run that is not deferred: %v", err)
+	}
+	if err := Run(context.Background(), []string{"runs", "list", "--server", "http://127.0.0.1:1"}, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Fatalf("an unreachable server: %v", err)
+	}
+}
