@@ -28,9 +28,9 @@
 // Checkpoints: while replicating, Litestream holds a read transaction on the
 // database and checkpoints the WAL itself (PASSIVE, at 1000 pages, after it
 // has copied the frames), so the WAL stays bounded: it holds about one to
-// two SyncIntervals of writes, however long a burst lasts (measured under
-// an all-out burst of 65-90 MB/s of WAL: peaks of 27-34 MB at a 250 ms
-// interval, 86-154 MB at 1 s; at ordinary rates a few MB). Its checkpoints
+// three SyncIntervals of writes, however long a burst lasts (measured under
+// an all-out burst of 65-90 MB/s of WAL: peaks of 27-54 MB at a 250 ms
+// interval, 86-223 MB at 1 s; at ordinary rates a few MB). Its checkpoints
 // take the write lock briefly; the engine's writer waits for them (the
 // store's busy timeout). Open the store with
 // sqlitestore.Options.AutoCheckpoint = AutoCheckpoint so the engine's own
