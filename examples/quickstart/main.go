@@ -23,6 +23,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"sync"
 	"syscall"
 	"time"
 
@@ -43,6 +44,7 @@ func main() {
 }
 
 func run(args []string, out io.Writer) error {
+	out = &syncWriter{w: out} // the event subscriber writes from the engine's goroutines
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
 	dbPath := fs.String("db", "yella-quickstart.db", "SQLite database file")
 	orders := fs.Int("orders", 5, "orders to place")
@@ -212,4 +214,18 @@ func short(id string) string {
 		return id[len(id)-8:]
 	}
 	return id
+}
+
+// syncWriter serialises writes: lifecycle events arrive on the engine's
+// goroutines while the program prints from its own.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// Write implements io.Writer.
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
