@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -26,8 +27,32 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.Y.Label.Text = y
 	p.X.Min, p.Y.Min = 0, 0 // every axis starts at zero
 	p.Legend.Top = true
+	p.X.Tick.Marker, p.Y.Tick.Marker = cleanTicks{}, cleanTicks{}
 	p.Add(plotter.NewGrid())
 	return p
+}
+
+// roomForLegend raises the Y axis so that a legend of n entries, drawn in
+// the top corner, does not cover the data.
+func roomForLegend(p *plot.Plot, n int) {
+	if p.Y.Max > 0 {
+		p.Y.Max *= 1.1 + 0.12*float64(n)
+	}
+}
+
+// cleanTicks are gonum's default ticks labelled without trailing zeros
+// ("500", not "500.00").
+type cleanTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (cleanTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 // saveTiles writes plots side by side as one SVG.
@@ -156,10 +181,12 @@ func Charts(latest map[string]*Report, dir string) ([]string, error) {
 		if err := bars(a, cats, []string{"offered", "achieved"}, [][]float64{offered, achieved}); err != nil {
 			return nil, err
 		}
+		roomForLegend(a, 2)
 		b := newPlot("Capacity (zero-latency handlers)", "fleet concurrency", "runs/s")
 		if err := bars(b, cats, []string{"saturation"}, [][]float64{capacity}); err != nil {
 			return nil, err
 		}
+		roomForLegend(b, 1)
 		if err := save("throughput-by-concurrency.svg", a, b); err != nil {
 			return nil, err
 		}
@@ -187,11 +214,13 @@ func Charts(latest map[string]*Report, dir string) ([]string, error) {
 		if err := bars(a, cats, []string{"peak RSS"}, [][]float64{rssMB}); err != nil {
 			return nil, err
 		}
+		roomForLegend(a, 1)
 		b := newPlot("Scraper cap vs admissions", "scraper cap", "scrape events admitted (%)")
-		b.Y.Max = 100
 		if err := bars(b, cats, []string{"admitted"}, [][]float64{admitted}); err != nil {
 			return nil, err
 		}
+		b.Y.Max = 100
+		roomForLegend(b, 1)
 		if err := save("scraper-cap.svg", a, b); err != nil {
 			return nil, err
 		}
@@ -213,6 +242,7 @@ func Charts(latest map[string]*Report, dir string) ([]string, error) {
 		}
 	}
 	if n > 0 {
+		roomForLegend(q, n)
 		if err := save("queue-under-stress.svg", q); err != nil {
 			return nil, err
 		}
@@ -239,6 +269,7 @@ func Charts(latest map[string]*Report, dir string) ([]string, error) {
 		}
 	}
 	if n > 0 {
+		roomForLegend(d, n)
 		if err := save("storage-over-soak.svg", d); err != nil {
 			return nil, err
 		}
