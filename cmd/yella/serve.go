@@ -244,6 +244,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ln.Close()
 		return err
 	}
+	defer eng.Stop(context.Background()) // on an early return; the normal path stops it gracefully below
 	demoCtx, stopDemo := context.WithCancel(ctx)
 	defer stopDemo()
 	if c.demo {
