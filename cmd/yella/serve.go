@@ -244,7 +244,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		ln.Close()
 		return err
 	}
-	defer eng.Stop(context.Background()) // on an early return; the normal path stops it gracefully below
+	defer func() { // on an early return; the normal path stops it below
+		gctx, cancel := context.WithTimeout(context.Background(), c.grace)
+		eng.Stop(gctx)
+		cancel()
+	}()
 	demoCtx, stopDemo := context.WithCancel(ctx)
 	defer stopDemo()
 	if c.demo {
