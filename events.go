@@ -2,11 +2,11 @@ package yella
 
 import (
 	"fmt"
-
-	"github.com/yella-go/yella/store"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/yella-go/yella/store"
 )
 
 // EventType names a lifecycle event.
