@@ -49,7 +49,7 @@ func (cleanTicks) Ticks(min, max float64) []plot.Tick {
 	ts := plot.DefaultTicks{}.Ticks(min, max)
 	for i := range ts {
 		if ts[i].Label != "" {
-			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'g', 12, 64) // 12 digits: 0.3, not 0.30000000000000004
 		}
 	}
 	return ts

@@ -184,6 +184,7 @@ func PageMarkdown(latest map[string]*Report, charts []string, reportsRel string)
 			caps = append(caps, r)
 		}
 	}
+	sort.SliceStable(caps, func(i, j int) bool { return caps[i].Capacity.Concurrency < caps[j].Capacity.Concurrency })
 	if len(caps) > 0 {
 		w("| Scenario | Saturation | Seeds/s | p95 attempt | Peak RSS | Reports |")
 		w("|---|---|---|---|---|---|")

@@ -107,6 +107,7 @@ var lingerRounds = 2
 func (s *Store) writer() {
 	defer close(s.writerDone)
 	batch := make([]*cmd, 0, s.opts.MaxBatch)
+	shrunk := time.Now()
 	for c := range s.cmds {
 		batch = append(batch[:0], c)
 		for round := 0; round < lingerRounds && len(batch) < s.opts.MaxBatch; round++ {
@@ -130,7 +131,27 @@ func (s *Store) writer() {
 			}
 		}
 		s.runBatch(batch)
+		if time.Since(shrunk) >= shrinkEvery {
+			s.shrink()
+			shrunk = time.Now()
+		}
 	}
+}
+
+// shrinkEvery is how often the writer hands its page cache's excess back.
+var shrinkEvery = time.Minute
+
+// shrink returns the writer connection's unused page-cache memory. SQLite
+// lets a connection's cache grow past cache_size while a transaction holds
+// more dirty pages than it fits, and keeps those pages afterwards: on a
+// long run the writer's cache crept from 2.1 MB to 3.3 MB in 7 minutes and
+// kept growing (measured with sqlite3_db_status). shrink_memory frees the
+// clean pages; the cache refills from the OS page cache in about a
+// millisecond, once a minute. A failure is harmless (the memory stays
+// where it was) and would show on the next real statement, so it is
+// ignored here.
+func (s *Store) shrink() {
+	s.conn.ExecContext(context.Background(), "PRAGMA shrink_memory")
 }
 
 // runBatch commits a batch. If the transaction fails as a whole (an SQL
