@@ -216,6 +216,12 @@ func PageMarkdown(latest map[string]*Report, charts []string, reportsRel string)
 				r.Scenario.Label, rec.KilledAtS, rec.FirstRunMs, rec.Reclaimed, rec.Lost, rec.AckedSeeds, rec.Doubled, rec.Fenced, rec.EffectsRerun, rec.IntegrityCheck)
 		}
 	}
+	for _, r := range pick("overnight-soak__api-mixed", "overnight-soak__scraper-bounded") {
+		if r.Scale != 1 {
+			w("- **%s** ran at scale %g: %.0f minutes instead of %.0f, with the same rates and phase shapes. The full run is"+
+				" `go run ./examples/benchmarks %s --scale 1`.", r.Scenario.Label, r.Scale, r.Totals.DurationS/60, r.Totals.DurationS/60/r.Scale, r.Scenario.ID)
+		}
+	}
 	w("")
 	chart("queue-under-stress.svg", "Queue depth over time under bursts and degraded downstreams")
 	chart("storage-over-soak.svg", "Database and WAL size over the soak")
