@@ -52,6 +52,11 @@ func TestCheckCatchesViolations(t *testing.T) {
 	r = claim(admit("k-3").ID)
 	st.StartEffect(ctx, r.ID, r.Epoch, "str:charge", now)
 	st.Update(ctx, store.Update{RunID: r.ID, Epoch: r.Epoch, Now: now, To: store.StatusCompleted})
+	// k-4: a started effect on a run that failed for another reason: not a
+	// violation, counted as unresolved.
+	r = claim(admit("k-4").ID)
+	st.StartEffect(ctx, r.ID, r.Epoch, "str:charge", now)
+	st.Update(ctx, store.Update{RunID: r.ID, Epoch: r.Epoch, Now: now, To: store.StatusErrored, Error: "rejected", ErrorCode: "FAILED"})
 	st.Close()
 	// A second completion of k-0, as a broken store would write it.
 	raw, err := sql.Open("sqlite", db)
@@ -68,7 +73,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		return string(b)
 	}
 	os.WriteFile(witness, []byte(strings.Join([]string{line("k-0-run"), line("k-0-run")}, "\n")), 0o644)
-	os.WriteFile(acks, []byte("k-0\nk-1\nk-3\nk-9\n"), 0o644)
+	os.WriteFile(acks, []byte("k-0\nk-1\nk-3\nk-4\nk-9\n"), 0o644)
 
 	rep, err := Check(db, witness, acks, "k-")
 	if err != nil {
@@ -81,6 +86,7 @@ func TestCheckCatchesViolations(t *testing.T) {
 		"completed twice (k-0)":   {len(rep.CompletedTwice), 1},
 		"effect reruns (k-0)":     {len(rep.EffectReruns), 1},
 		"bad fences (k-3)":        {len(rep.BadFences), 1},
+		"unresolved (k-4)":        {rep.Unresolved, 1},
 	}
 	for what, n := range got {
 		if n[0] != n[1] {
