@@ -16,6 +16,8 @@ import (
 
 	"github.com/benbjohnson/litestream"
 	_ "modernc.org/sqlite" // the driver Litestream links; the integrity check uses it
+
+	"github.com/yella-go/yella/store/sqlitestore"
 )
 
 // Errors returned by Restore.
@@ -78,7 +80,10 @@ func Restore(ctx context.Context, target Target, to string, opts RestoreOptions)
 	if err := checkDestination(to, opts.Force); err != nil {
 		return fmt.Errorf("replicate: restore to %s: %w", to, err)
 	}
-	unlock, err := lockEngine(to + ".lock")
+	unlock, err := sqlitestore.LockEngine(to)
+	if errors.Is(err, sqlitestore.ErrLocked) {
+		return fmt.Errorf("replicate: restore to %s: %w (%v): stop that engine first", to, ErrInUse, err)
+	}
 	if err != nil {
 		return fmt.Errorf("replicate: restore to %s: %w", to, err)
 	}

@@ -368,6 +368,19 @@ func (s *Store) classify(err error) error {
 	return err
 }
 
+// LockEngine takes the engine lock that Open holds while a database is
+// open (an exclusive advisory lock on <dbPath>.lock), for tools that must
+// keep engines off the file, such as a restore that replaces it. It fails
+// with ErrLocked while an engine process has the database open. Where the
+// platform has no advisory locks it locks nothing, as Open does.
+func LockEngine(dbPath string) (unlock func() error, err error) {
+	f, _, err := lockFile(dbPath + ".lock")
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return unlockFile(f) }, nil
+}
+
 // Path returns the absolute path of the database file.
 func (s *Store) Path() string { return s.path }
 
