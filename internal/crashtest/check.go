@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -78,7 +79,7 @@ func first(ids []string, n int) []string {
 // run, every path to completion passes each of the run's effects.
 func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 	var r Report
-	acked, err := readLines(acksPath)
+	acked, err := ReadLines(acksPath)
 	if err != nil {
 		return r, err
 	}
@@ -88,7 +89,7 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 	}
 	r.Acked = len(distinct)
 	execs := map[string]int{} // run/key → body executions
-	witness, err := readLines(witnessPath)
+	witness, err := ReadLines(witnessPath)
 	if err != nil {
 		return r, err
 	}
@@ -199,9 +200,11 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 	return r, rows.Err()
 }
 
-func readLines(path string) ([]string, error) {
+// ReadLines reads a file written with AppendLine: its non-blank lines,
+// trimmed; a missing file has none.
+func ReadLines(path string) ([]string, error) {
 	f, err := os.Open(path)
-	if os.IsNotExist(err) {
+	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {

@@ -121,8 +121,9 @@ func (kl *killer) hit(point string) {
 
 func mkdir(dir string) error { return os.MkdirAll(dir, 0o755) }
 
-// appendLine appends one line to path and fsyncs it.
-func appendLine(path, line string) error {
+// AppendLine appends one line to path and fsyncs it, so the line survives
+// a SIGKILL (and the machine): the witness and acknowledgement files.
+func AppendLine(path, line string) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
@@ -161,7 +162,7 @@ func child(cfg Config) error {
 		first.Do(func() { fmt.Printf("first %d\n", time.Since(start).Microseconds()) }) // the parent times its arrival
 		out, err := yella.Effect(c, "charge", func(ctx context.Context) (string, error) {
 			line, _ := json.Marshal(WitnessLine{Run: c.RunID(), Key: yella.MakeKey("charge").String(), Attempt: c.Attempt(), PID: os.Getpid()})
-			if err := appendLine(cfg.Witness, string(line)); err != nil {
+			if err := AppendLine(cfg.Witness, string(line)); err != nil {
 				return "", err
 			}
 			kl.hit(InEffect)
@@ -200,7 +201,7 @@ func child(cfg Config) error {
 		if _, err := eng.Emit(ctx, "job", map[string]int{"i": i}, yella.IdempotencyKey(key)); err != nil {
 			return err
 		}
-		if err := appendLine(cfg.Acks, key); err != nil {
+		if err := AppendLine(cfg.Acks, key); err != nil {
 			return err
 		}
 	}

@@ -1,10 +1,8 @@
 package restoredrill
 
 import (
-	"bufio"
 	"database/sql"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -13,6 +11,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/internal/crashtest"
 )
 
 // dbState is what the drill reads from a database.
@@ -129,7 +128,7 @@ func judge(res *Result, p paths, killAt time.Time, snap, after dbState) error {
 	}
 
 	child, parent := map[string]int{}, map[string]int{}
-	lines, err := readLines(p.witness)
+	lines, err := crashtest.ReadLines(p.witness)
 	if err != nil {
 		return err
 	}
@@ -209,7 +208,7 @@ func judge(res *Result, p paths, killAt time.Time, snap, after dbState) error {
 
 // readAcks reads "key unix-nanos" lines; a torn last line is ignored.
 func readAcks(path string) (map[string]time.Time, error) {
-	lines, err := readLines(path)
+	lines, err := crashtest.ReadLines(path)
 	if err != nil {
 		return nil, err
 	}
@@ -223,23 +222,4 @@ func readAcks(path string) (map[string]time.Time, error) {
 		out[k] = time.Unix(0, n)
 	}
 	return out, nil
-}
-
-func readLines(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if t := strings.TrimSpace(sc.Text()); t != "" {
-			out = append(out, t)
-		}
-	}
-	return out, sc.Err()
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/internal/crashtest"
 	"github.com/yella-go/yella/replicate"
 	"github.com/yella-go/yella/store/sqlitestore"
 )
@@ -64,20 +65,6 @@ type witnessLine struct {
 	PID    int    `json:"pid"`
 }
 
-// appendLine appends one line to path and fsyncs it, so it survives the
-// kill (and the machine).
-func appendLine(path, line string) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if _, err := f.WriteString(line + "\n"); err != nil {
-		return err
-	}
-	return f.Sync()
-}
-
 type order struct {
 	Order string `json:"order"`
 }
@@ -94,7 +81,7 @@ func register(eng *yella.Engine, witness string, delay time.Duration) error {
 	body := func(c *yella.Ctx, o order, name string) func(context.Context) (order, error) {
 		return func(ctx context.Context) (order, error) {
 			line, _ := json.Marshal(witnessLine{Order: o.Order, Effect: name, Run: c.RunID(), PID: os.Getpid()})
-			if err := appendLine(witness, string(line)); err != nil {
+			if err := crashtest.AppendLine(witness, string(line)); err != nil {
 				return order{}, err
 			}
 			if err := pause(ctx, delay); err != nil {
@@ -209,7 +196,7 @@ func child(cfg Config) error {
 		if _, err := eng.Emit(ctx, "order:placed", order{Order: key}, yella.IdempotencyKey(key)); err != nil {
 			return err
 		}
-		if err := appendLine(p.acks, fmt.Sprintf("%s %d", key, time.Now().UnixNano())); err != nil {
+		if err := crashtest.AppendLine(p.acks, fmt.Sprintf("%s %d", key, time.Now().UnixNano())); err != nil {
 			return err
 		}
 	}
