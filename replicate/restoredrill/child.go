@@ -123,6 +123,22 @@ func register(eng *yella.Engine, witness string, delay time.Duration) error {
 	return nil
 }
 
+// startEngine starts an engine with the drill's workload on st: the child
+// before the kill and the drain after the restore run the same processes.
+func startEngine(ctx context.Context, st *sqlitestore.Store, cfg Config, witness string) (*yella.Engine, error) {
+	eng, err := yella.New(yella.Config{Store: st, Concurrency: cfg.Concurrency})
+	if err != nil {
+		return nil, err
+	}
+	if err := register(eng, witness, cfg.EffectDelay); err != nil {
+		return nil, err
+	}
+	if err := eng.Start(ctx); err != nil {
+		return nil, err
+	}
+	return eng, nil
+}
+
 // pause waits a random time up to max, or until ctx ends.
 func pause(ctx context.Context, max time.Duration) error {
 	if max <= 0 {
@@ -160,14 +176,8 @@ func child(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	eng, err := yella.New(yella.Config{Store: st, Concurrency: cfg.Concurrency})
+	eng, err := startEngine(ctx, st, cfg, p.witness)
 	if err != nil {
-		return err
-	}
-	if err := register(eng, p.witness, cfg.EffectDelay); err != nil {
-		return err
-	}
-	if err := eng.Start(ctx); err != nil {
 		return err
 	}
 	var out sync.Mutex

@@ -42,7 +42,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/replicate"
 	"github.com/yella-go/yella/store/sqlitestore"
 )
@@ -344,14 +343,8 @@ func drain(ctx context.Context, cfg Config, p paths) error {
 		return fmt.Errorf("open the restored database: %w", err)
 	}
 	defer st.Close()
-	eng, err := yella.New(yella.Config{Store: st, Concurrency: cfg.Concurrency})
+	eng, err := startEngine(ctx, st, cfg, p.witness)
 	if err != nil {
-		return err
-	}
-	if err := register(eng, p.witness, cfg.EffectDelay); err != nil {
-		return err
-	}
-	if err := eng.Start(ctx); err != nil {
 		return err
 	}
 	dctx, cancel := context.WithTimeout(ctx, cfg.DrainTimeout)
