@@ -285,18 +285,7 @@ func (t Target) newClient() (litestream.ReplicaClient, error) {
 	if t.Scheme == "file" {
 		return file.NewReplicaClient(filepath.Clean(t.Path)), nil
 	}
-	q := url.Values{}
-	for k, v := range t.query {
-		q[k] = slices.Clone(v)
-	}
-	q.Del("endpoint")
-	q.Del("region")
-	if t.Endpoint != "" {
-		q.Set("endpoint", t.Endpoint)
-	}
-	if t.Region != "" {
-		q.Set("region", t.Region)
-	}
+	q := t.s3Query()
 	// Litestream's constructor applies its provider defaults (signing, MD5,
 	// part sizes) and reads the credentials from the environment; the
 	// Target's fields then win.
@@ -313,28 +302,35 @@ func (t Target) newClient() (litestream.ReplicaClient, error) {
 	return sc, nil
 }
 
+// s3Query is a copy of the URL's query with the endpoint and region as
+// the Target's fields hold them.
+func (t Target) s3Query() url.Values {
+	q := url.Values{}
+	for k, v := range t.query {
+		q[k] = slices.Clone(v)
+	}
+	q.Del("endpoint")
+	q.Del("region")
+	if t.Endpoint != "" {
+		q.Set("endpoint", t.Endpoint)
+	}
+	if t.Region != "" {
+		q.Set("region", t.Region)
+	}
+	return q
+}
+
 // String returns the target as a URL, without credentials: safe to log.
 func (t Target) String() string {
 	switch t.Scheme {
 	case "file":
 		return (&url.URL{Scheme: "file", Path: t.Path}).String()
 	case "s3":
-		q := url.Values{}
-		for k, v := range t.query {
-			q[k] = slices.Clone(v)
-		}
+		q := t.s3Query()
 		for _, k := range secretParams {
 			if q.Has(k) {
 				q.Set(k, "REDACTED")
 			}
-		}
-		q.Del("endpoint")
-		q.Del("region")
-		if t.Endpoint != "" {
-			q.Set("endpoint", t.Endpoint)
-		}
-		if t.Region != "" {
-			q.Set("region", t.Region)
 		}
 		u := url.URL{Scheme: "s3", Host: t.Bucket, Path: path.Join("/", t.Path), RawQuery: q.Encode()}
 		if t.Path == "" {
