@@ -34,7 +34,6 @@ type fixture struct {
 	h    http.Handler
 	ids  map[string]string // name → run id
 	clk  *clock.Fake
-	srv  *httptest.Server
 	stop func()
 }
 

@@ -34,10 +34,9 @@ func ChildMain() bool {
 		fmt.Fprintln(os.Stderr, "restore-drill child: bad config:", err)
 		os.Exit(2)
 	}
-	if err := child(cfg.withDefaults()); err != nil {
-		fmt.Fprintln(os.Stderr, "restore-drill child:", err)
-		os.Exit(1)
-	}
+	err := child(cfg.withDefaults()) // runs until killed; a return is a failure
+	fmt.Fprintln(os.Stderr, "restore-drill child:", err)
+	os.Exit(1)
 	os.Exit(0)
 	return true
 }
