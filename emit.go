@@ -75,7 +75,7 @@ func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...Em
 	}
 	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing)}
 	for i := range res.Admitted {
-		e.disp.Add(itemOf(&res.Admitted[i]))
+		e.enqueue(itemOf(&res.Admitted[i]))
 	}
 	for i := range res.Admitted {
 		e.publish(with(runEvent(&res.Admitted[i]), RunAdmitted))

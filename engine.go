@@ -99,8 +99,10 @@ func New(cfg Config) (*Engine, error) {
 func (e *Engine) Owner() string { return e.owner }
 
 // Register adds a process. Processes may be registered before or after
-// Start; runs of a process that is not registered when they are claimed
-// fail with CodeHandlerNotFound, so register everything before Start.
+// Start. An engine only executes runs of processes registered with it:
+// runs of any other process stay in the store exactly as they are, so an
+// engine pointed at a database shared with other programs never touches
+// their work. Registering after Start loads the process's waiting runs.
 func (e *Engine) Register(p Process) error {
 	if err := validateProcess(p); err != nil {
 		return err
@@ -117,11 +119,22 @@ func (e *Engine) Register(p Process) error {
 	if p.Concurrency > 0 {
 		e.disp.SetLimit(p.Name, p.Concurrency)
 	}
+	e.mu.Lock()
+	started := e.state == stateStarted
+	if started {
+		e.disp.Hold() // Drain waits for the runs being loaded
+		e.loopWG.Add(1)
+	}
+	e.mu.Unlock()
+	if started {
+		go e.loadPending(0)
+	}
 	return nil
 }
 
-// Unregister removes a process; unknown names are ignored. Its existing
-// runs stay in the store and fail with CodeHandlerNotFound if claimed.
+// Unregister removes a process; unknown names are ignored. Its runs stay in
+// the store as they are: waiting ones are no longer started, and an attempt
+// already running finishes normally.
 func (e *Engine) Unregister(name string) {
 	e.regMu.Lock()
 	defer e.regMu.Unlock()
@@ -204,7 +217,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	e.disp.Add(pendingItems(first)...)
+	e.enqueue(pendingItems(first)...)
 	e.disp.Resume()
 	if len(first) == pendingPage {
 		e.disp.Hold()
@@ -237,7 +250,8 @@ func pendingItems(ps []store.Pending) []dispatch.Item {
 }
 
 // loadPending loads the idle runs after seq, page by page, retrying
-// failures, until none are left or the engine stops.
+// failures, until none are left or the engine stops. It owns one loopWG
+// count and one dispatcher hold.
 func (e *Engine) loadPending(after int64) {
 	defer e.loopWG.Done()
 	defer e.disp.Release()
@@ -251,7 +265,7 @@ func (e *Engine) loadPending(after int64) {
 		if err != nil {
 			return // stopped hard or the store is closed; the next start loads them
 		}
-		e.disp.Add(pendingItems(page)...)
+		e.enqueue(pendingItems(page)...)
 		if len(page) < pendingPage || !e.isState(stateStarted) {
 			return
 		}
@@ -436,10 +450,15 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 }
 
 // abandon records that the attempt holding r is gone: one attempt counted,
-// requeued within the retry budget, else dead-lettered.
+// requeued within the retry budget, else dead-lettered. A run of a process
+// this engine does not have is only handed back (idle): its retry policy is
+// not known here, so it is not this engine's to end.
 func (e *Engine) abandon(r store.Run, now time.Time, why string, code Code, reclaim bool) {
 	p := e.lookup(r.Process)
 	to, retryAt := e.failureOutcome(p, r.Attempts, true, now)
+	if p == nil {
+		to, retryAt = store.StatusIdle, time.Time{}
+	}
 	msg := why
 	if reclaim && r.LeaseOwner != "" {
 		msg = why + " (owner " + r.LeaseOwner + ")"
@@ -500,7 +519,7 @@ func (e *Engine) afterFailure(r *store.Run, ev Event, msg string, code Code) {
 	switch r.Status {
 	case store.StatusIdle:
 		e.publish(with(ev, RunRetry))
-		e.disp.Add(itemOf(r))
+		e.enqueue(itemOf(r))
 	case store.StatusDead:
 		e.publish(with(ev, RunDead))
 		e.publish(with(ev, RunError))
@@ -536,6 +555,23 @@ func (e *Engine) prune() {
 			return
 		}
 		req.ObservabilityBefore = time.Time{}
+	}
+}
+
+// enqueue hands idle runs to the dispatcher, keeping only those of
+// processes registered with this engine: runs of other processes stay in
+// the store untouched (Register loads them if their process arrives).
+func (e *Engine) enqueue(items ...dispatch.Item) {
+	e.regMu.RLock()
+	keep := items[:0:0]
+	for _, it := range items {
+		if _, ok := e.procs[it.Process]; ok {
+			keep = append(keep, it)
+		}
+	}
+	e.regMu.RUnlock()
+	if len(keep) > 0 {
+		e.disp.Add(keep...)
 	}
 }
 

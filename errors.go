@@ -13,9 +13,12 @@ type Code string
 
 // Error codes. The first group matches the original engine's codes.
 const (
-	CodePayloadTooLarge          Code = "PAYLOAD_TOO_LARGE"
-	CodeChainDepthExceeded       Code = "CHAIN_DEPTH_EXCEEDED"
-	CodeHandlerTimeout           Code = "HANDLER_TIMEOUT"
+	CodePayloadTooLarge    Code = "PAYLOAD_TOO_LARGE"
+	CodeChainDepthExceeded Code = "CHAIN_DEPTH_EXCEEDED"
+	CodeHandlerTimeout     Code = "HANDLER_TIMEOUT"
+	// CodeHandlerNotFound is not produced any more: a run whose process an
+	// engine does not have is left as it is. Runs ended by earlier versions
+	// may carry it.
 	CodeHandlerNotFound          Code = "HANDLER_NOT_FOUND"
 	CodeSchemaValidationFailed   Code = "SCHEMA_VALIDATION_FAILED"
 	CodeProcessAlreadyRegistered Code = "PROCESS_ALREADY_REGISTERED"

@@ -58,6 +58,10 @@ func (e *Engine) execute(it dispatch.Item) {
 // begin claims the run and prepares its attempt; nil means there is
 // nothing to execute (the run is already dealt with).
 func (e *Engine) begin(it dispatch.Item) *attempt {
+	if e.lookup(it.Process) == nil { // unregistered since it was queued: leave the run idle
+		e.disp.Done(it)
+		return nil
+	}
 	now := e.clock.Now()
 	runs, err := e.store.Claim(e.io, store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)})
 	if err != nil {
@@ -66,7 +70,7 @@ func (e *Engine) begin(it dispatch.Item) *attempt {
 			// The run is still idle in the store; try it again later rather
 			// than forget it.
 			it.RetryAt = now.Add(e.nextBackoff())
-			e.disp.Add(it)
+			e.enqueue(it)
 		}
 		e.disp.Done(it)
 		return nil
@@ -98,9 +102,14 @@ func (e *Engine) prepare(it dispatch.Item, r *store.Run) *attempt {
 	a := &attempt{e: e, item: it, run: *r, proc: e.lookup(r.Process), started: e.clock.Now()}
 	a.ctx, a.cancel = context.WithCancelCause(e.runCtx)
 	e.track(a)
-	if a.proc == nil {
+	if a.proc == nil { // unregistered between the check in begin and the claim
 		a.over.Store(true)
-		a.finalize(Result{kind: resultFail, err: fmt.Errorf("no handler registered for process %s", r.Process), code: CodeHandlerNotFound}, false)
+		a.release()
+		u := store.Update{RunID: r.ID, Epoch: r.Epoch, Now: a.started, To: store.StatusIdle, Note: "no handler in this engine"}
+		if _, err := e.store.Update(e.io, u); err != nil && !errors.Is(err, store.ErrFenced) {
+			e.internalError("hand back", err)
+		}
+		e.disp.Done(it)
 		return nil
 	}
 	if len(r.Context) > 0 {
@@ -231,7 +240,7 @@ func (a *attempt) finalize(res Result, fenced bool) {
 	ev := runEvent(r)
 	ev.Duration = dur
 	for _, c := range out.Children.Admitted {
-		e.disp.Add(itemOf(&c))
+		e.enqueue(itemOf(&c))
 		e.publish(with(runEvent(&c), RunAdmitted))
 	}
 	for _, d := range out.Children.Dropped {

@@ -123,7 +123,7 @@ func (e *Engine) requeue(ctx context.Context, op string, u store.Update, t Event
 	if err != nil {
 		return Run{}, storeErr(op, u.RunID, err)
 	}
-	e.disp.Add(itemOf(&res.Run))
+	e.enqueue(itemOf(&res.Run))
 	ev := runEvent(&res.Run)
 	if u.CompleteEffect != nil {
 		ev.EffectKey = u.CompleteEffect.Key
@@ -186,7 +186,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, payload any) ([]Run, 
 		return nil, storeErr("resume", runID, err)
 	}
 	for i := range res.Children.Admitted {
-		e.disp.Add(itemOf(&res.Children.Admitted[i]))
+		e.enqueue(itemOf(&res.Children.Admitted[i]))
 		e.publish(with(runEvent(&res.Children.Admitted[i]), RunAdmitted))
 	}
 	for _, d := range res.Children.Dropped {

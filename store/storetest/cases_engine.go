@@ -206,17 +206,44 @@ func init() {
 			h.Drain(e)
 			ExpectContains(h, "error", h.Run(id).Error, "empty Result")
 		}},
-		Case{Name: "Exec/HandlerNotFound", Spec: []int{126}, Fn: func(h *H) {
-			e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
-			id := h.One(e, "ev", nil)
-			e.Unregister("a")
-			h.Start(e)
-			h.Drain(e)
-			r := h.Run(id)
-			Expect(h, "status", r.Status, store.StatusErrored)
-			Expect(h, "code", r.ErrorCode, string(yella.CodeHandlerNotFound))
-			ExpectContains(h, "error", r.Error, "no handler registered for process a")
-		}},
+		Case{Name: "Exec/UnregisteredProcessLeftAsIs", Spec: []int{126},
+			Note: "a run whose process this engine does not have is never claimed or ended: it stays idle, untouched, and runs once an engine registers the process (the original errored it with HANDLER_NOT_FOUND, which destroyed the pending work of other programs sharing the database)",
+			Fn: func(h *H) {
+				e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
+				id := h.One(e, "ev", nil)
+				before := h.Run(id)
+				e.Unregister("a")
+				h.Start(e)
+				h.Drain(e) // returns: the engine does not wait for runs it will not execute
+				r := h.Run(id)
+				Expect(h, "status", r.Status, store.StatusIdle)
+				Expect(h, "attempts", r.Attempts, 0)
+				Expect(h, "epoch", r.Epoch, before.Epoch)
+				Expect(h, "error", r.Error, "")
+				tl, err := h.St.Timeline(h.Ctx(), id)
+				if err != nil {
+					h.Fatalf("timeline: %v", err)
+				}
+				Expect(h, "timeline entries", len(tl), 1)
+				if err := e.Register(Proc("a", "ev", Noop)); err != nil {
+					h.Fatalf("register: %v", err)
+				}
+				h.Drain(e)
+				Expect(h, "status after register", h.Run(id).Status, store.StatusCompleted)
+			}},
+		Case{Name: "Exec/UnregisteredProcessReclaimedIdle",
+			Note: "a run of a process this engine does not have, held by an owner that is gone, is handed back idle whatever the retry budget: its policy is not known here",
+			Fn: func(h *H) {
+				clk := h.Fake()
+				r := h.Admit("other", "other:ev", nil)
+				h.Claim(r.ID, "gone", time.Millisecond)
+				clk.Advance(time.Second)
+				e := h.Started(yella.Config{AbandonRetries: -1}, Proc("a", "ev", Noop))
+				h.Drain(e)
+				got := h.Run(r.ID)
+				Expect(h, "status", got.Status, store.StatusIdle)
+				Expect(h, "lease owner", got.LeaseOwner, "")
+			}},
 		Case{Name: "Exec/SetContextPersists", Spec: []int{127, 40}, Fn: func(h *H) {
 			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
 				if err := c.SetContext("tenant", "t1"); err != nil {
