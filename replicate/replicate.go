@@ -44,14 +44,31 @@
 // file at all; the store's own checkpoints (AutoCheckpoint) then keep the
 // WAL bounded.
 //
+// Other processes on the database: while replicating, other processes may
+// read and write the database through SQLite (an sqlite3 shell running
+// queries, writing tables of its own, checkpointing). What they must never
+// do is delete the WAL the engine writes, which SQLite does when a process
+// closes the database and finds no other process holding it. POSIX locks
+// belong to the process, and closing any descriptor of a file drops every
+// lock the process holds on it, SQLite's included; so nothing here opens
+// the database file outside SQLite while the store may have it open
+// (checking the file at Start goes through SQLite), and the Replicator
+// holds SQLite's SHARED lock for its process as an open file description
+// lock, which no close of another descriptor drops (Linux; elsewhere it
+// is not available). That covers Litestream, which closes its own
+// descriptor of the database whenever its setup fails (an unreachable
+// replica at start, for instance). Application code in the engine's
+// process must not open and close the database file either (a file-level
+// backup, say): use SQLite's backup API or VACUUM INTO.
+//
 // Metrics: Status is the operator-facing summary. Litestream also registers
 // its own Prometheus metrics (litestream_*, labelled with the database
 // path) on the default registry.
 package replicate
 
 import (
-	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -116,6 +133,10 @@ type Replicator struct {
 	store  *litestream.Store
 	client *trackedClient
 
+	// shared holds SQLite's SHARED lock on the database for this process
+	// until Close (see holdShared); nil where that is not possible.
+	shared *os.File
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -156,7 +177,7 @@ func Start(ctx context.Context, dbPath string, target Target, opts Options) (*Re
 	if err != nil {
 		return nil, fmt.Errorf("replicate: %w", err)
 	}
-	if err := checkWAL(path); err != nil {
+	if err := checkWAL(ctx, path); err != nil {
 		return nil, fmt.Errorf("replicate: %s: %w", path, err)
 	}
 	client, err := target.newClient()
@@ -199,6 +220,11 @@ func Start(ctx context.Context, dbPath string, target Target, opts Options) (*Re
 		r.release()
 		return nil, fmt.Errorf("replicate: start replicating %s to %s: %w", path, target, explain(err))
 	}
+	// From here on nothing fails: the descriptor holdShared opens must not
+	// be closed while the store is open.
+	if r.shared, err = holdShared(path); err != nil {
+		r.log.Warn("cannot hold a shared lock on the database: if Litestream's setup fails (an unreachable replica), another process that opens and closes the database may delete its WAL", "error", err)
+	}
 	r.log.Info("replicating", "sync_interval", opts.SyncInterval.String())
 	return r, nil
 }
@@ -219,23 +245,35 @@ func explain(err error) error {
 }
 
 // checkWAL refuses a file Litestream cannot replicate: it must be an SQLite
-// database whose header says WAL (file format versions 2).
-func checkWAL(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
+// database in WAL mode. It asks SQLite rather than reading the file:
+// closing a descriptor of the file drops every POSIX lock this process
+// holds on it, the store's SQLite connections' included, after which
+// another process (an sqlite3 shell) that opens and closes the database
+// deletes the WAL the engine is writing. SQLite's own connections in one
+// process share their locks and defer such closes.
+func checkWAL(ctx context.Context, path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
 		return fmt.Errorf("%w: %v (open the store before starting replication)", ErrNotWAL, err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil {
-		return err
-	} else if st.IsDir() {
+	case st.IsDir():
 		return fmt.Errorf("%w: it is a directory", ErrNotWAL)
-	}
-	head := make([]byte, 20)
-	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head[:16], []byte("SQLite format 3\x00")) {
+	case st.Size() < 100: // an SQLite file starts with a 100-byte header
 		return fmt.Errorf("%w: not an SQLite database", ErrNotWAL)
 	}
-	if head[18] != 2 || head[19] != 2 {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		if strings.Contains(err.Error(), "not a database") {
+			return fmt.Errorf("%w: not an SQLite database", ErrNotWAL)
+		}
+		return fmt.Errorf("%w: %v", ErrNotWAL, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("%w: the file is in rollback-journal mode (open it with sqlitestore, which sets WAL, before starting replication)", ErrNotWAL)
 	}
 	return nil
@@ -259,12 +297,12 @@ func (r *Replicator) Sync(ctx context.Context) error {
 // error says the replica misses the last commits.
 //
 // Order: stop the engine and close the store FIRST, then Close the
-// Replicator. Litestream keeps a plain file descriptor on the database and
-// closes it here; POSIX record locks belong to the process, so closing any
-// descriptor of the file drops every lock the process holds on it,
-// including those of the store's still-open connections (Litestream's
-// documentation forbids closing it while the application has connections
-// open). Closing the store first also makes the final sync complete: the
+// Replicator. Litestream keeps a plain file descriptor on the database, and
+// the Replicator one for its shared lock, and both are closed here; POSIX
+// record locks belong to the process, so closing any descriptor of the
+// file drops every lock the process holds on it, including those of the
+// store's still-open connections (Litestream's documentation forbids
+// closing it while the application has connections open). Closing the store first also makes the final sync complete: the
 // store's connections close without checkpointing the WAL away, since
 // Litestream's connection is still open, and the final sync copies every
 // commit the engine made.
@@ -277,7 +315,17 @@ func (r *Replicator) Close(ctx context.Context) error {
 		// yet, so a short-lived replicator would replicate nothing. This
 		// sync opens it (or is a cheap no-op) so the final one always runs.
 		syncErr := r.db.Sync(ctx)
+		// Litestream's connection, the last one open (the store was closed
+		// first), checkpoints the WAL into the database file when it closes,
+		// which needs the lock holdShared keeps; Litestream's own connection
+		// holds SHARED meanwhile.
+		if r.shared != nil {
+			releaseShared(r.shared)
+		}
 		err := r.store.Close(ctx)
+		if r.shared != nil {
+			r.shared.Close() // no SQLite connection of this process has the file open now
+		}
 		r.release()
 		s := r.Status()
 		if err == nil && s.ConsecutiveErrors == 0 && syncErr != nil {
