@@ -109,7 +109,7 @@ func hammer(bin, db string, stop <-chan struct{}) externalLoad {
 // checkpoints, quick_checks; every run opens and closes the database),
 // against a child engine replicating under load. The WAL the engine writes
 // is never unlinked or replaced (every -wal descriptor the child holds is
-// the file on disk), and after a
+// the file on disk), replication never reports a stall, and after a
 // graceful stop: the child's view of the runs is the file's,
 // integrity_check is ok, every acknowledged admission and every external
 // write is in the file, and the replica restores to the same runs, one by
@@ -205,6 +205,10 @@ func TestExternalSQLite3WhileReplicating(t *testing.T) {
 				t.Errorf("status %d of %d: the child holds WAL inodes %v (deleted: %v), the file on disk is inode %d (0: missing)",
 					i, len(statuses), s.WALHeld, s.WALHeldDeleted, s.WALInode)
 			}
+		}
+		if s.Stalled != "" && bad <= 3 {
+			bad++
+			t.Errorf("status %d: replication reported stalled: %s", i, s.Stalled)
 		}
 	}
 	final := statuses[len(statuses)-1]
@@ -326,7 +330,8 @@ func readRuns(t *testing.T, path string) (map[string]runRow, []int) {
 // that happens at every sync. The sqlite3 shell opening and closing the
 // database meanwhile must still not delete the WAL the engine writes: the
 // replicator holds SQLite's shared lock for the process in a way no close
-// drops (Linux). The shell sees every run the engine committed.
+// drops (Linux). The shell sees every run the engine committed, and the
+// replicator reports the stall.
 func TestExternalSQLite3WhileLitestreamFails(t *testing.T) {
 	bin := needSQLite3(t)
 	dir := t.TempDir()
@@ -338,7 +343,8 @@ func TestExternalSQLite3WhileLitestreamFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := openNode(t, filepath.Join(dir, "app.db"), &target, replicate.Options{SyncInterval: 50 * time.Millisecond})
+	n := openNode(t, filepath.Join(dir, "app.db"), &target,
+		replicate.Options{SyncInterval: 50 * time.Millisecond, StallAfter: 500 * time.Millisecond})
 	waitFor(t, 30*time.Second, "two failed Litestream setups", func() bool { return n.rep.Status().ConsecutiveErrors >= 2 })
 	wal := inode(n.path + "-wal")
 	if wal == 0 {
@@ -360,6 +366,11 @@ func TestExternalSQLite3WhileLitestreamFails(t *testing.T) {
 			t.Fatalf("sqlite3 run %d sees %s completed runs in the file, the engine completed %s", i, out, want)
 		}
 	}
+	waitFor(t, 30*time.Second, "the stall reported", func() bool {
+		return strings.Contains(n.rep.Status().Stalled, "not been copied from the WAL")
+	})
+	s := n.rep.Status()
+	t.Logf("stalled: %s (lag %v, %d consecutive replica errors)", s.Stalled, s.Lag.Round(time.Millisecond), s.ConsecutiveErrors)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
 	if err := n.closeCtx(t, ctx); err == nil {

@@ -61,6 +61,11 @@
 // process must not open and close the database file either (a file-level
 // backup, say): use SQLite's backup API or VACUUM INTO.
 //
+// Stalls: a replication that stopped can look healthy by its lag, which
+// counts from the last successful sync: Litestream's syncs of nothing
+// succeed. Status.Stalled says when the replica stopped following the
+// database, and why.
+//
 // Metrics: Status is the operator-facing summary. Litestream also registers
 // its own Prometheus metrics (litestream_*, labelled with the database
 // path) on the default registry.
@@ -113,10 +118,15 @@ type Options struct {
 	// one to two intervals). Defaults to DefaultSyncInterval (1 s); at least
 	// 10 ms.
 	SyncInterval time.Duration
+	// StallAfter is how long a commit may wait to be copied from the WAL,
+	// or a copied one to reach the replica, before Status reports the
+	// replication stalled (Status.Stalled). Defaults to 10 × SyncInterval,
+	// at least 5 s; at least 2 × SyncInterval.
+	StallAfter time.Duration
 	// Logger receives replication logs: every failed replica operation at
 	// Error level, with the consecutive error count and the time since the
-	// last successful sync, and Litestream's own logs. Defaults to
-	// discarding them (Status still reports errors).
+	// last successful sync, a stall and its end, and Litestream's own logs.
+	// Defaults to discarding them (Status still reports errors).
 	Logger *slog.Logger
 }
 
@@ -136,6 +146,16 @@ type Replicator struct {
 	// shared holds SQLite's SHARED lock on the database for this process
 	// until Close (see holdShared); nil where that is not possible.
 	shared *os.File
+
+	// The stall watcher (stall.go): dbID, walID, syncErr and stall are its
+	// own; stalled is its verdict.
+	dbID, walID fileID
+	syncErr     string
+	stall       *stallWatch
+	stopWatch   chan struct{}
+	watchDone   chan struct{}
+	stallMu     sync.Mutex
+	stalled     string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -166,6 +186,12 @@ func Start(ctx context.Context, dbPath string, target Target, opts Options) (*Re
 		opts.SyncInterval = DefaultSyncInterval
 	case opts.SyncInterval < 10*time.Millisecond:
 		return nil, fmt.Errorf("replicate: Options.SyncInterval must be at least 10ms, got %v", opts.SyncInterval)
+	}
+	switch {
+	case opts.StallAfter == 0:
+		opts.StallAfter = max(10*opts.SyncInterval, 5*time.Second)
+	case opts.StallAfter < 2*opts.SyncInterval:
+		return nil, fmt.Errorf("replicate: Options.StallAfter must be at least 2 × SyncInterval (%v), got %v", 2*opts.SyncInterval, opts.StallAfter)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -215,6 +241,13 @@ func Start(ctx context.Context, dbPath string, target Target, opts Options) (*Re
 	r.store.Logger = opts.Logger.With(litestream.LogKeySystem, litestream.LogSystemStore)
 	r.db.SetLogger(r.log)
 	r.db.MonitorInterval = opts.SyncInterval
+	// The files the engine has open now, for the stall watcher.
+	if fi, err := os.Stat(path); err == nil {
+		r.dbID = fileID{fi}
+	}
+	if fi, err := os.Stat(path + "-wal"); err == nil {
+		r.walID = fileID{fi}
+	}
 	if err := r.store.Open(ctx); err != nil {
 		r.store.Close(context.WithoutCancel(ctx))
 		r.release()
@@ -225,7 +258,10 @@ func Start(ctx context.Context, dbPath string, target Target, opts Options) (*Re
 	if r.shared, err = holdShared(path); err != nil {
 		r.log.Warn("cannot hold a shared lock on the database: if Litestream's setup fails (an unreachable replica), another process that opens and closes the database may delete its WAL", "error", err)
 	}
-	r.log.Info("replicating", "sync_interval", opts.SyncInterval.String())
+	r.stall = newStallWatch(path, opts.StallAfter, r.observe())
+	r.stopWatch, r.watchDone = make(chan struct{}), make(chan struct{})
+	go r.watchLoop(r.stopWatch, r.watchDone)
+	r.log.Info("replicating", "sync_interval", opts.SyncInterval.String(), "stall_after", opts.StallAfter.String())
 	return r, nil
 }
 
@@ -310,6 +346,8 @@ func (r *Replicator) Sync(ctx context.Context) error {
 // Close is idempotent; later calls return the first call's result.
 func (r *Replicator) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
+		close(r.stopWatch)
+		<-r.watchDone
 		// Litestream opens the database lazily, at its first sync; its own
 		// final sync (in store.Close) is skipped if that has not happened
 		// yet, so a short-lived replicator would replicate nothing. This
@@ -381,6 +419,18 @@ type Status struct {
 	// LastErrorAt is when it happened.
 	LastError   string
 	LastErrorAt time.Time
+	// Stalled says why replication is stalled, "" when it is not: the
+	// replica no longer follows the database although the lag may look
+	// fine. It is set at once when the database file or its WAL is
+	// removed or replaced while the database is open (the engine then
+	// writes to a file no one else sees, and a restart or a restore loses
+	// those commits); and when the WAL has been written but Litestream
+	// has copied nothing from it for longer than Options.StallAfter, or
+	// what it copied has not reached the replica for that long (the
+	// replica unreachable, or Litestream unable to read the WAL). It is
+	// checked every half SyncInterval and clears when replication moves
+	// again.
+	Stalled string
 }
 
 // Status returns the current state of replication. It does no I/O beyond
@@ -399,6 +449,9 @@ func (r *Replicator) Status() Status {
 	}
 	s.ReplicaTXID = uint64(r.db.Replica.Pos().TXID)
 	s.ConsecutiveErrors, s.TotalErrors, s.LastError, s.LastErrorAt = r.client.errorsSnapshot(last)
+	r.stallMu.Lock()
+	s.Stalled = r.stalled
+	r.stallMu.Unlock()
 	return s
 }
 

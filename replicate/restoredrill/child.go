@@ -260,10 +260,11 @@ func stopGracefully(ctx context.Context, eng *yella.Engine, st *sqlitestore.Stor
 // {json}").
 type Status struct {
 	// The child's replicator: replicate.Status's Lag, ConsecutiveErrors,
-	// LocalTXID and ReplicaTXID.
+	// LocalTXID, ReplicaTXID and Stalled.
 	Lag                    time.Duration
 	Errors                 int
 	LocalTXID, ReplicaTXID uint64
+	Stalled                string
 	// WAL is the size of the database's -wal file on disk, WALInode its
 	// inode (both 0 while it is missing).
 	WAL      int64
@@ -293,7 +294,7 @@ func ParseStatus(line string) (Status, bool) {
 
 func childStatus(ctx context.Context, eng *yella.Engine, rep *replicate.Replicator, db string) Status {
 	r := rep.Status()
-	s := Status{Lag: r.Lag, Errors: r.ConsecutiveErrors, LocalTXID: r.LocalTXID, ReplicaTXID: r.ReplicaTXID, Runs: -1}
+	s := Status{Lag: r.Lag, Errors: r.ConsecutiveErrors, LocalTXID: r.LocalTXID, ReplicaTXID: r.ReplicaTXID, Stalled: r.Stalled, Runs: -1}
 	if fi, err := os.Stat(db + "-wal"); err == nil {
 		s.WAL = fi.Size()
 		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
