@@ -45,11 +45,19 @@ type Options struct {
 	// Logger receives server errors (with the reference shown to the
 	// operator) and one line per operator action. Defaults to discarding.
 	Logger *slog.Logger
-	// ReplicationStatus, when set, is shown on the overview: the time of the
-	// last successful sync, the replication lag, the last error ("" if none)
-	// and whether replication is healthy. It is called on every overview
-	// render, concurrently, so it must be quick and safe for concurrent use.
-	ReplicationStatus func() (lastSync time.Time, lag time.Duration, lastErr string, ok bool)
+	// ReplicationStatus, when set, is shown on the overview. It is called
+	// on every overview render, concurrently, so it must be quick and safe
+	// for concurrent use.
+	ReplicationStatus func() ReplicationState
+}
+
+// ReplicationState is the state of off-box replication the overview shows.
+type ReplicationState struct {
+	LastSync  time.Time     // the last successful sync; zero before the first
+	Lag       time.Duration // the time since LastSync
+	LastError string        // the last error ("" if none)
+	OK        bool          // replication is healthy
+	Stalled   string        // why replication is stalled; "" when it is not
 }
 
 // maxBody bounds every request body (forms, JSON payloads).

@@ -35,6 +35,7 @@ type replication struct {
 	Lag      time.Duration
 	Err      string
 	OK       bool
+	Stalled  string
 }
 
 type windowTab struct {
@@ -123,8 +124,8 @@ func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	d.RootURL = overviewURL(win.Name, !root)
 	if f := s.opts.ReplicationStatus; f != nil {
-		last, lag, lastErr, ok := f()
-		d.Repl = &replication{LastSync: last, Lag: lag, Err: lastErr, OK: ok}
+		r := f()
+		d.Repl = &replication{LastSync: r.LastSync, Lag: r.Lag, Err: r.LastError, OK: r.OK && r.Stalled == "", Stalled: r.Stalled}
 	}
 	s.render(w, r, http.StatusOK, "overview", d)
 }

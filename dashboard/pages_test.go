@@ -202,8 +202,8 @@ func TestOptions(t *testing.T) {
 	}
 	sync := t0.Add(-3 * time.Second)
 	h, err := dashboard.NewAt(eng, dashboard.Options{EventsURL: "/stream", Brand: "Acme ops",
-		ReplicationStatus: func() (time.Time, time.Duration, string, bool) {
-			return sync, 1500 * time.Millisecond, "s3: slow down", false
+		ReplicationStatus: func() dashboard.ReplicationState {
+			return dashboard.ReplicationState{LastSync: sync, Lag: 1500 * time.Millisecond, LastError: "s3: slow down", OK: true, Stalled: "the WAL file x was removed"}
 		}},
 		func() time.Time { return t0 })
 	if err != nil {
@@ -211,7 +211,7 @@ func TestOptions(t *testing.T) {
 	}
 	f := &fixture{t: t, h: h}
 	r := f.get("/")
-	contains(t, "overview with options", r.Body, `data-events="/stream"`, "Acme ops", "Replication", "failing", "3s ago", "1.50 s", "s3: slow down",
+	contains(t, "overview with options", r.Body, `data-events="/stream"`, "Acme ops", "Replication", "stalled", "the WAL file x was removed", "3s ago", "1.50 s", "s3: slow down",
 		"No runs yet")
 	if r := f.get("/emit"); !strings.Contains(r.Body, "No processes are registered") {
 		t.Error("the emit page without processes")

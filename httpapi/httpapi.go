@@ -36,8 +36,17 @@ type Options struct {
 	// Keepalive is the interval of SSE comment frames. Defaults to 15s.
 	Keepalive time.Duration
 	// Replication, when set, reports off-box replication for the health
-	// route: the last successful sync, the lag, and the last error.
-	Replication func() (lastSync time.Time, lag time.Duration, lastErr string)
+	// route. While it is stalled the health status is "degraded".
+	Replication func() ReplicationState
+}
+
+// ReplicationState is the state of off-box replication the health route
+// reports.
+type ReplicationState struct {
+	LastSync  time.Time     // the last successful sync; zero before the first
+	Lag       time.Duration // the time since LastSync
+	LastError string        // the last error while failing; "" when healthy
+	Stalled   string        // why replication is stalled; "" when it is not
 }
 
 // API serves the routes. Create it with New; Close it when the server

@@ -22,8 +22,11 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 	}
 	h := Health{Status: "ok", Version: a.opts.Version, Owner: a.eng.Owner(), UptimeSeconds: time.Since(a.started).Seconds(), Queue: m.Queue}
 	if a.opts.Replication != nil {
-		last, lag, lastErr := a.opts.Replication()
-		h.Replication = &Replication{LastSync: ts(last), LagSeconds: lag.Seconds(), LastError: lastErr}
+		r := a.opts.Replication()
+		h.Replication = &Replication{LastSync: ts(r.LastSync), LagSeconds: r.Lag.Seconds(), LastError: r.LastError, Stalled: r.Stalled}
+		if r.Stalled != "" {
+			h.Status = "degraded"
+		}
 	}
 	writeJSON(w, http.StatusOK, h)
 }

@@ -192,7 +192,7 @@ func traceOf(t yella.Trace) Trace {
 
 // Health is GET /api/health.
 type Health struct {
-	Status        string                 `json:"status"` // "ok"
+	Status        string                 `json:"status"` // "ok"; "degraded" while replication is stalled
 	Version       string                 `json:"version,omitempty"`
 	Owner         string                 `json:"owner"`
 	UptimeSeconds float64                `json:"uptimeSeconds"`
@@ -205,6 +205,7 @@ type Replication struct {
 	LastSync   *time.Time `json:"lastSync,omitempty"`
 	LagSeconds float64    `json:"lagSeconds"`
 	LastError  string     `json:"lastError,omitempty"`
+	Stalled    string     `json:"stalled,omitempty"` // why replication is stalled
 }
 
 // Duration summarises durations in milliseconds.

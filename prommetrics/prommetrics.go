@@ -28,14 +28,22 @@ type WriterStats struct {
 	Busy     time.Duration // time spent committing
 }
 
+// ReplicationState is the state of off-box replication the exporter
+// reports.
+type ReplicationState struct {
+	LastSync time.Time     // the last successful sync; zero before the first
+	Lag      time.Duration // the time since LastSync
+	Stalled  bool          // the replica stopped following the database
+}
+
 // Options configures an Exporter. Every field is optional.
 type Options struct {
 	// Writer reports the store writer's cumulative figures (for SQLite:
 	// the store's Stats).
 	Writer func() WriterStats
-	// Replication reports off-box replication: the last successful sync
-	// and the lag.
-	Replication func() (lastSync time.Time, lag time.Duration)
+	// Replication reports off-box replication: the last successful sync,
+	// the lag, and whether it is stalled.
+	Replication func() ReplicationState
 	// Gatherers are added to the exposition, such as
 	// prometheus.DefaultGatherer, where Litestream registers its metrics.
 	// Without any, the exporter adds the Go runtime and process metrics
@@ -152,6 +160,7 @@ var (
 	descBusy     = prometheus.NewDesc("yella_store_commit_seconds_total", "Time spent committing; divided by commits, the mean commit latency.", nil, nil)
 	descLag      = prometheus.NewDesc("yella_replication_lag_seconds", "Time since the last successful replica sync.", nil, nil)
 	descLastSync = prometheus.NewDesc("yella_replication_last_sync_timestamp_seconds", "Unix time of the last successful replica sync (0: never).", nil, nil)
+	descStalled  = prometheus.NewDesc("yella_replication_stalled", "1 while replication is stalled: the replica stopped following the database (the reason is in /api/health).", nil, nil)
 	descUp       = prometheus.NewDesc("yella_up", "1 when the engine answered the scrape, 0 when its store failed.", nil, nil)
 )
 
@@ -168,6 +177,7 @@ func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
 	if s.opts.Replication != nil {
 		ch <- descLag
 		ch <- descLastSync
+		ch <- descStalled
 	}
 }
 
@@ -199,12 +209,16 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descBusy, prometheus.CounterValue, w.Busy.Seconds())
 	}
 	if s.opts.Replication != nil {
-		last, lag := s.opts.Replication()
-		ts := 0.0
-		if !last.IsZero() {
-			ts = float64(last.UnixNano()) / 1e9
+		r := s.opts.Replication()
+		ts, stalled := 0.0, 0.0
+		if !r.LastSync.IsZero() {
+			ts = float64(r.LastSync.UnixNano()) / 1e9
 		}
-		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, lag.Seconds())
+		if r.Stalled {
+			stalled = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descLag, prometheus.GaugeValue, r.Lag.Seconds())
 		ch <- prometheus.MustNewConstMetric(descLastSync, prometheus.GaugeValue, ts)
+		ch <- prometheus.MustNewConstMetric(descStalled, prometheus.GaugeValue, stalled)
 	}
 }

@@ -38,7 +38,9 @@ func TestExporter(t *testing.T) {
 		Writer: func() prommetrics.WriterStats {
 			return prommetrics.WriterStats{Commits: 10, Commands: 40, Busy: 2 * time.Second}
 		},
-		Replication: func() (time.Time, time.Duration) { return time.Unix(1700000000, 0), 1500 * time.Millisecond },
+		Replication: func() prommetrics.ReplicationState {
+			return prommetrics.ReplicationState{LastSync: time.Unix(1700000000, 0), Lag: 1500 * time.Millisecond, Stalled: true}
+		},
 	})
 	defer x.Close()
 	ctx := context.Background()
@@ -80,6 +82,7 @@ func TestExporter(t *testing.T) {
 		`yella_store_commit_seconds_total 2`,
 		`yella_replication_lag_seconds 1.5`,
 		`yella_replication_last_sync_timestamp_seconds 1.7e+09`,
+		`yella_replication_stalled 1`,
 		`yella_up 1`,
 		`go_goroutines`,
 	} {

@@ -170,10 +170,28 @@ func TestRestoreBadInput(t *testing.T) {
 	if len(matches) > 0 {
 		t.Errorf("temporary files left: %v", matches)
 	}
+
+	// A database this process replicates is refused even once its store is
+	// closed (the engine lock is free then): Litestream still has it open.
+	rep := filepath.Join(dir, "replicated.db")
+	repTarget := fileTarget(t, filepath.Join(dir, "second"))
+	n := openNode(t, rep, &repTarget, replicate.Options{SyncInterval: 50 * time.Millisecond})
+	n.eng.Stop(t.Context())
+	n.st.Close()
+	if err := replicate.Restore(t.Context(), target, rep, replicate.RestoreOptions{Force: true}); !errors.Is(err, replicate.ErrInUse) ||
+		!strings.Contains(err.Error(), "this process replicates it") {
+		t.Errorf("Restore over a database this process replicates: %v, want ErrInUse", err)
+	}
+	n.eng = nil // stopped and closed above
+	if err := n.rep.Close(t.Context()); err != nil {
+		t.Error(err)
+	}
 }
 
 // snapshotDir maps every regular file under dir (outside the replica) to
-// its content.
+// its content; the files of in-use.db, which a store of this process has
+// open, only to nil: reading them would open and close them, dropping the
+// store's SQLite locks.
 func snapshotDir(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
@@ -182,6 +200,10 @@ func snapshotDir(t *testing.T, dir string) map[string][]byte {
 			return nil
 		}
 		if strings.Contains(p, string(filepath.Separator)+"replica"+string(filepath.Separator)) {
+			return nil
+		}
+		if strings.HasPrefix(filepath.Base(p), "in-use.db") {
+			out[p] = nil
 			return nil
 		}
 		b, _ := os.ReadFile(p)

@@ -44,14 +44,36 @@
 // file at all; the store's own checkpoints (AutoCheckpoint) then keep the
 // WAL bounded.
 //
+// Other processes on the database: while replicating, other processes may
+// read and write the database through SQLite (an sqlite3 shell running
+// queries, writing tables of its own, checkpointing). What they must never
+// do is delete the WAL the engine writes, which SQLite does when a process
+// closes the database and finds no other process holding it. POSIX locks
+// belong to the process, and closing any descriptor of a file drops every
+// lock the process holds on it, SQLite's included; so nothing here opens
+// the database file outside SQLite while the store may have it open
+// (checking the file at Start goes through SQLite), and the Replicator
+// holds SQLite's SHARED lock for its process as an open file description
+// lock, which no close of another descriptor drops (Linux; elsewhere it
+// is not available). That covers Litestream, which closes its own
+// descriptor of the database whenever its setup fails (an unreachable
+// replica at start, for instance). Application code in the engine's
+// process must not open and close the database file either (a file-level
+// backup, say): use SQLite's backup API or VACUUM INTO.
+//
+// Stalls: a replication that stopped can look healthy by its lag, which
+// counts from the last successful sync: Litestream's syncs of nothing
+// succeed. Status.Stalled says when the replica stopped following the
+// database, and why.
+//
 // Metrics: Status is the operator-facing summary. Litestream also registers
 // its own Prometheus metrics (litestream_*, labelled with the database
 // path) on the default registry.
 package replicate
 
 import (
-	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -96,10 +118,15 @@ type Options struct {
 	// one to two intervals). Defaults to DefaultSyncInterval (1 s); at least
 	// 10 ms.
 	SyncInterval time.Duration
+	// StallAfter is how long a commit may wait to be copied from the WAL,
+	// or a copied one to reach the replica, before Status reports the
+	// replication stalled (Status.Stalled). Defaults to 10 × SyncInterval,
+	// at least 5 s; at least 2 × SyncInterval.
+	StallAfter time.Duration
 	// Logger receives replication logs: every failed replica operation at
 	// Error level, with the consecutive error count and the time since the
-	// last successful sync, and Litestream's own logs. Defaults to
-	// discarding them (Status still reports errors).
+	// last successful sync, a stall and its end, and Litestream's own logs.
+	// Defaults to discarding them (Status still reports errors).
 	Logger *slog.Logger
 }
 
@@ -115,6 +142,20 @@ type Replicator struct {
 	db     *litestream.DB
 	store  *litestream.Store
 	client *trackedClient
+
+	// shared holds SQLite's SHARED lock on the database for this process
+	// until Close (see holdShared); nil where that is not possible.
+	shared *os.File
+
+	// The stall watcher (stall.go): dbID, walID, syncErr and stall are its
+	// own; stalled is its verdict.
+	dbID, walID fileID
+	syncErr     string
+	stall       *stallWatch
+	stopWatch   chan struct{}
+	watchDone   chan struct{}
+	stallMu     sync.Mutex
+	stalled     string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -146,6 +187,12 @@ func Start(ctx context.Context, dbPath string, target Target, opts Options) (*Re
 	case opts.SyncInterval < 10*time.Millisecond:
 		return nil, fmt.Errorf("replicate: Options.SyncInterval must be at least 10ms, got %v", opts.SyncInterval)
 	}
+	switch {
+	case opts.StallAfter == 0:
+		opts.StallAfter = max(10*opts.SyncInterval, 5*time.Second)
+	case opts.StallAfter < 2*opts.SyncInterval:
+		return nil, fmt.Errorf("replicate: Options.StallAfter must be at least 2 × SyncInterval (%v), got %v", 2*opts.SyncInterval, opts.StallAfter)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
@@ -156,7 +203,7 @@ func Start(ctx context.Context, dbPath string, target Target, opts Options) (*Re
 	if err != nil {
 		return nil, fmt.Errorf("replicate: %w", err)
 	}
-	if err := checkWAL(path); err != nil {
+	if err := checkWAL(ctx, path); err != nil {
 		return nil, fmt.Errorf("replicate: %s: %w", path, err)
 	}
 	client, err := target.newClient()
@@ -194,12 +241,27 @@ func Start(ctx context.Context, dbPath string, target Target, opts Options) (*Re
 	r.store.Logger = opts.Logger.With(litestream.LogKeySystem, litestream.LogSystemStore)
 	r.db.SetLogger(r.log)
 	r.db.MonitorInterval = opts.SyncInterval
+	// The files the engine has open now, for the stall watcher.
+	if fi, err := os.Stat(path); err == nil {
+		r.dbID = fileID{fi}
+	}
+	if fi, err := os.Stat(path + "-wal"); err == nil {
+		r.walID = fileID{fi}
+	}
 	if err := r.store.Open(ctx); err != nil {
 		r.store.Close(context.WithoutCancel(ctx))
 		r.release()
 		return nil, fmt.Errorf("replicate: start replicating %s to %s: %w", path, target, explain(err))
 	}
-	r.log.Info("replicating", "sync_interval", opts.SyncInterval.String())
+	// From here on nothing fails: the descriptor holdShared opens must not
+	// be closed while the store is open.
+	if r.shared, err = holdShared(path); err != nil {
+		r.log.Warn("cannot hold a shared lock on the database: if Litestream's setup fails (an unreachable replica), another process that opens and closes the database may delete its WAL", "error", err)
+	}
+	r.stall = newStallWatch(path, opts.StallAfter, r.observe())
+	r.stopWatch, r.watchDone = make(chan struct{}), make(chan struct{})
+	go r.watchLoop(r.stopWatch, r.watchDone)
+	r.log.Info("replicating", "sync_interval", opts.SyncInterval.String(), "stall_after", opts.StallAfter.String())
 	return r, nil
 }
 
@@ -219,23 +281,35 @@ func explain(err error) error {
 }
 
 // checkWAL refuses a file Litestream cannot replicate: it must be an SQLite
-// database whose header says WAL (file format versions 2).
-func checkWAL(path string) error {
-	f, err := os.Open(path)
-	if err != nil {
+// database in WAL mode. It asks SQLite rather than reading the file:
+// closing a descriptor of the file drops every POSIX lock this process
+// holds on it, the store's SQLite connections' included, after which
+// another process (an sqlite3 shell) that opens and closes the database
+// deletes the WAL the engine is writing. SQLite's own connections in one
+// process share their locks and defer such closes.
+func checkWAL(ctx context.Context, path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case err != nil:
 		return fmt.Errorf("%w: %v (open the store before starting replication)", ErrNotWAL, err)
-	}
-	defer f.Close()
-	if st, err := f.Stat(); err != nil {
-		return err
-	} else if st.IsDir() {
+	case st.IsDir():
 		return fmt.Errorf("%w: it is a directory", ErrNotWAL)
-	}
-	head := make([]byte, 20)
-	if _, err := io.ReadFull(f, head); err != nil || !bytes.Equal(head[:16], []byte("SQLite format 3\x00")) {
+	case st.Size() < 100: // an SQLite file starts with a 100-byte header
 		return fmt.Errorf("%w: not an SQLite database", ErrNotWAL)
 	}
-	if head[18] != 2 || head[19] != 2 {
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=rw&_pragma=busy_timeout(5000)&_pragma=query_only(1)")
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	var mode string
+	if err := db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		if strings.Contains(err.Error(), "not a database") {
+			return fmt.Errorf("%w: not an SQLite database", ErrNotWAL)
+		}
+		return fmt.Errorf("%w: %v", ErrNotWAL, err)
+	}
+	if !strings.EqualFold(mode, "wal") {
 		return fmt.Errorf("%w: the file is in rollback-journal mode (open it with sqlitestore, which sets WAL, before starting replication)", ErrNotWAL)
 	}
 	return nil
@@ -259,12 +333,12 @@ func (r *Replicator) Sync(ctx context.Context) error {
 // error says the replica misses the last commits.
 //
 // Order: stop the engine and close the store FIRST, then Close the
-// Replicator. Litestream keeps a plain file descriptor on the database and
-// closes it here; POSIX record locks belong to the process, so closing any
-// descriptor of the file drops every lock the process holds on it,
-// including those of the store's still-open connections (Litestream's
-// documentation forbids closing it while the application has connections
-// open). Closing the store first also makes the final sync complete: the
+// Replicator. Litestream keeps a plain file descriptor on the database, and
+// the Replicator one for its shared lock, and both are closed here; POSIX
+// record locks belong to the process, so closing any descriptor of the
+// file drops every lock the process holds on it, including those of the
+// store's still-open connections (Litestream's documentation forbids
+// closing it while the application has connections open). Closing the store first also makes the final sync complete: the
 // store's connections close without checkpointing the WAL away, since
 // Litestream's connection is still open, and the final sync copies every
 // commit the engine made.
@@ -272,12 +346,24 @@ func (r *Replicator) Sync(ctx context.Context) error {
 // Close is idempotent; later calls return the first call's result.
 func (r *Replicator) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
+		close(r.stopWatch)
+		<-r.watchDone
 		// Litestream opens the database lazily, at its first sync; its own
 		// final sync (in store.Close) is skipped if that has not happened
 		// yet, so a short-lived replicator would replicate nothing. This
 		// sync opens it (or is a cheap no-op) so the final one always runs.
 		syncErr := r.db.Sync(ctx)
+		// Litestream's connection, the last one open (the store was closed
+		// first), checkpoints the WAL into the database file when it closes,
+		// which needs the lock holdShared keeps; Litestream's own connection
+		// holds SHARED meanwhile.
+		if r.shared != nil {
+			releaseShared(r.shared)
+		}
 		err := r.store.Close(ctx)
+		if r.shared != nil {
+			r.shared.Close() // no SQLite connection of this process has the file open now
+		}
 		r.release()
 		s := r.Status()
 		if err == nil && s.ConsecutiveErrors == 0 && syncErr != nil {
@@ -333,6 +419,18 @@ type Status struct {
 	// LastErrorAt is when it happened.
 	LastError   string
 	LastErrorAt time.Time
+	// Stalled says why replication is stalled, "" when it is not: the
+	// replica no longer follows the database although the lag may look
+	// fine. It is set at once when the database file or its WAL is
+	// removed or replaced while the database is open (the engine then
+	// writes to a file no one else sees, and a restart or a restore loses
+	// those commits); and when the WAL has been written but Litestream
+	// has copied nothing from it for longer than Options.StallAfter, or
+	// what it copied has not reached the replica for that long (the
+	// replica unreachable, or Litestream unable to read the WAL). It is
+	// checked every half SyncInterval and clears when replication moves
+	// again.
+	Stalled string
 }
 
 // Status returns the current state of replication. It does no I/O beyond
@@ -351,6 +449,9 @@ func (r *Replicator) Status() Status {
 	}
 	s.ReplicaTXID = uint64(r.db.Replica.Pos().TXID)
 	s.ConsecutiveErrors, s.TotalErrors, s.LastError, s.LastErrorAt = r.client.errorsSnapshot(last)
+	r.stallMu.Lock()
+	s.Stalled = r.stalled
+	r.stallMu.Unlock()
 	return s
 }
 

@@ -33,7 +33,8 @@ var (
 	// deleted; the destination was not changed.
 	ErrIntegrity = errors.New("restored database failed integrity_check")
 	// ErrInUse: an engine process has the destination open (it holds the
-	// store's lock file). Nothing was changed.
+	// store's lock file), or this process replicates it. Nothing was
+	// changed.
 	ErrInUse = errors.New("restore destination is in use by a running engine")
 )
 
@@ -58,7 +59,7 @@ type RestoreOptions struct {
 //
 // It refuses (ErrTargetExists, nothing changed) if to, or to-wal, exists
 // unless opts.Force; and refuses (ErrInUse) while an engine has to open,
-// Force or not. The restored file must pass PRAGMA integrity_check before it
+// or this process replicates it, Force or not. The restored file must pass PRAGMA integrity_check before it
 // is moved into place (ErrIntegrity otherwise). A replica with nothing in it
 // gives ErrEmptyReplica. The restored database is a consistent prefix of
 // the replicated history; see the package documentation for what it can
@@ -79,6 +80,14 @@ func Restore(ctx context.Context, target Target, to string, opts RestoreOptions)
 	}
 	if err := checkDestination(to, opts.Force); err != nil {
 		return fmt.Errorf("replicate: restore to %s: %w", to, err)
+	}
+	activeMu.Lock()
+	replicating := active[to]
+	activeMu.Unlock()
+	if replicating {
+		// Litestream has the file open: replacing it and removing its WAL
+		// would pull them from under that connection.
+		return fmt.Errorf("replicate: restore to %s: %w (this process replicates it): Close the Replicator first", to, ErrInUse)
 	}
 	unlock, err := sqlitestore.LockEngine(to)
 	if errors.Is(err, sqlitestore.ErrLocked) {

@@ -178,14 +178,18 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	dopts := dashboard.Options{Logger: log}
 	if rep != nil {
-		aopts.Replication = func() (time.Time, time.Duration, string) {
+		aopts.Replication = func() httpapi.ReplicationState {
 			s := rep.Status()
-			return s.LastSync, s.Lag, lastErr(s)
+			return httpapi.ReplicationState{LastSync: s.LastSync, Lag: s.Lag, LastError: lastErr(s), Stalled: s.Stalled}
 		}
-		popts.Replication = func() (time.Time, time.Duration) { s := rep.Status(); return s.LastSync, s.Lag }
-		dopts.ReplicationStatus = func() (time.Time, time.Duration, string, bool) {
+		popts.Replication = func() prommetrics.ReplicationState {
 			s := rep.Status()
-			return s.LastSync, s.Lag, lastErr(s), s.ConsecutiveErrors == 0 && !s.LastSync.IsZero()
+			return prommetrics.ReplicationState{LastSync: s.LastSync, Lag: s.Lag, Stalled: s.Stalled != ""}
+		}
+		dopts.ReplicationStatus = func() dashboard.ReplicationState {
+			s := rep.Status()
+			return dashboard.ReplicationState{LastSync: s.LastSync, Lag: s.Lag, LastError: lastErr(s),
+				OK: s.ConsecutiveErrors == 0 && !s.LastSync.IsZero(), Stalled: s.Stalled}
 		}
 	}
 	api := httpapi.New(eng, aopts)

@@ -102,7 +102,7 @@ func readDB(path string) (dbState, error) {
 // judge compares the acknowledgements and the witness (the outside world)
 // with the restored database (snap) and the drained one (after).
 func judge(res *Result, p paths, killAt time.Time, snap, after dbState) error {
-	acks, err := readAcks(p.acks)
+	acks, err := ReadAcks(p.acks)
 	if err != nil {
 		return err
 	}
@@ -206,8 +206,9 @@ func judge(res *Result, p paths, killAt time.Time, snap, after dbState) error {
 	return nil
 }
 
-// readAcks reads "key unix-nanos" lines; a torn last line is ignored.
-func readAcks(path string) (map[string]time.Time, error) {
+// ReadAcks reads a child's acknowledged admissions (AcksPath): key →
+// acknowledgement time. A torn last line is ignored.
+func ReadAcks(path string) (map[string]time.Time, error) {
 	lines, err := crashtest.ReadLines(path)
 	if err != nil {
 		return nil, err

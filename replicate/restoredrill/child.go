@@ -7,8 +7,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/yella-go/yella"
@@ -155,13 +159,17 @@ func pause(ctx context.Context, max time.Duration) error {
 
 // child is the engine process: SQLite, replicated to the file replica,
 // under paced load until it is killed. It prints "ready" once it serves,
-// and every 100 ms a status line with the replicator's view and the size
-// of the WAL file.
+// and every 100 ms a status line (see Status). On SIGTERM it stops
+// gracefully: it stops admitting, stops the engine, prints its final view
+// ("final" and a Status), closes the store, then the replicator (whose
+// final sync copies every commit), prints "stopped" and exits 0.
 func child(cfg Config) error {
 	p := pathsOf(cfg.Dir)
 	if err := os.MkdirAll(p.local, 0o755); err != nil {
 		return err
 	}
+	term := make(chan os.Signal, 1)
+	signal.Notify(term, syscall.SIGTERM)
 	st, err := sqlitestore.Open(p.db, sqlitestore.Options{AutoCheckpoint: replicate.AutoCheckpoint})
 	if err != nil {
 		return err
@@ -185,21 +193,37 @@ func child(cfg Config) error {
 		fmt.Printf(format+"\n", args...)
 		out.Unlock()
 	}
+	var acked atomic.Int64
+	status := func() string {
+		s := childStatus(ctx, eng, rep, p.db)
+		s.Acked = int(acked.Load())
+		b, _ := json.Marshal(s)
+		return string(b)
+	}
+	stopStatus := make(chan struct{})
+	statusDone := make(chan struct{})
 	go func() {
-		for range time.Tick(100 * time.Millisecond) {
-			s := rep.Status()
-			var wal int64
-			if fi, err := os.Stat(p.db + "-wal"); err == nil {
-				wal = fi.Size()
+		defer close(statusDone)
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopStatus:
+				return
+			case <-tick.C:
+				say("status %s", status())
 			}
-			say("status %d %d %d %d %d", s.Lag.Milliseconds(), s.ConsecutiveErrors, s.LocalTXID, s.ReplicaTXID, wal)
 		}
 	}()
 	say("ready")
 	start := time.Now()
 	for i := 0; ; i++ {
-		if d := time.Until(start.Add(time.Duration(i) * time.Second / time.Duration(cfg.Rate))); d > 0 {
-			time.Sleep(d)
+		select {
+		case <-term:
+			close(stopStatus)
+			<-statusDone
+			return stopGracefully(ctx, eng, st, rep, say, status)
+		case <-time.After(max(time.Until(start.Add(time.Duration(i)*time.Second/time.Duration(cfg.Rate))), 0)):
 		}
 		key := fmt.Sprintf("o-%d", i)
 		if _, err := eng.Emit(ctx, "order:placed", order{Order: key}, yella.IdempotencyKey(key)); err != nil {
@@ -208,5 +232,114 @@ func child(cfg Config) error {
 		if err := crashtest.AppendLine(p.acks, fmt.Sprintf("%s %d", key, time.Now().UnixNano())); err != nil {
 			return err
 		}
+		acked.Add(1)
 	}
+}
+
+// stopGracefully is the child's SIGTERM path; it exits the process.
+func stopGracefully(ctx context.Context, eng *yella.Engine, st *sqlitestore.Store, rep *replicate.Replicator, say func(string, ...any), status func() string) error {
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := eng.Stop(sctx); err != nil {
+		return fmt.Errorf("graceful stop: engine: %w", err)
+	}
+	say("final %s", status())
+	if err := st.Close(); err != nil {
+		return fmt.Errorf("graceful stop: store: %w", err)
+	}
+	if err := rep.Close(sctx); err != nil {
+		return fmt.Errorf("graceful stop: %w", err)
+	}
+	say("stopped")
+	os.Exit(0)
+	return nil
+}
+
+// Status is what the child prints every 100 ms (a line "status {json}"),
+// and once more, after its engine stopped, on a graceful stop ("final
+// {json}").
+type Status struct {
+	// The child's replicator: replicate.Status's Lag, ConsecutiveErrors,
+	// LocalTXID, ReplicaTXID and Stalled.
+	Lag                    time.Duration
+	Errors                 int
+	LocalTXID, ReplicaTXID uint64
+	Stalled                string
+	// WAL is the size of the database's -wal file on disk, WALInode its
+	// inode (both 0 while it is missing).
+	WAL      int64
+	WALInode uint64
+	// WALHeld are the inodes of the -wal files the child has open (its
+	// SQLite connections' and Litestream's), read from /proc/self/fd; nil
+	// where that is not available. WALHeldDeleted: one of them is unlinked.
+	// While the database is healthy every one is WALInode.
+	WALHeld        []uint64
+	WALHeldDeleted bool
+	// Runs is the number of runs the child's engine counts (the sum of
+	// Metrics().Queue): its view of the database. -1 if it failed.
+	Runs int64
+	// Acked is the number of admissions acknowledged so far.
+	Acked int
+}
+
+// ParseStatus parses a "status" or "final" line of the child.
+func ParseStatus(line string) (Status, bool) {
+	var s Status
+	_, raw, ok := strings.Cut(line, " ")
+	if !ok || (!strings.HasPrefix(line, "status ") && !strings.HasPrefix(line, "final ")) {
+		return s, false
+	}
+	return s, json.Unmarshal([]byte(raw), &s) == nil
+}
+
+func childStatus(ctx context.Context, eng *yella.Engine, rep *replicate.Replicator, db string) Status {
+	r := rep.Status()
+	s := Status{Lag: r.Lag, Errors: r.ConsecutiveErrors, LocalTXID: r.LocalTXID, ReplicaTXID: r.ReplicaTXID, Stalled: r.Stalled, Runs: -1}
+	if fi, err := os.Stat(db + "-wal"); err == nil {
+		s.WAL = fi.Size()
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+			s.WALInode = uint64(sys.Ino)
+		}
+	}
+	s.WALHeld, s.WALHeldDeleted = heldFiles(db + "-wal")
+	if m, err := eng.Metrics(ctx); err == nil {
+		s.Runs = 0
+		for _, n := range m.Queue {
+			s.Runs += n
+		}
+	}
+	return s
+}
+
+// heldFiles returns the inodes of the files at path this process has open
+// (several descriptors of one file give one inode each time), and whether
+// one of them has been unlinked. It reads /proc/self/fd: nil elsewhere.
+func heldFiles(path string) (inodes []uint64, deleted bool) {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return nil, false
+	}
+	for _, fd := range fds {
+		link := filepath.Join("/proc/self/fd", fd.Name())
+		target, err := os.Readlink(link)
+		if err != nil {
+			continue
+		}
+		gone := false
+		if t, ok := strings.CutSuffix(target, " (deleted)"); ok {
+			target, gone = t, true
+		}
+		if target != path {
+			continue
+		}
+		fi, err := os.Stat(link)
+		if err != nil {
+			continue
+		}
+		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
+			inodes = append(inodes, uint64(sys.Ino))
+			deleted = deleted || gone
+		}
+	}
+	return inodes, deleted
 }

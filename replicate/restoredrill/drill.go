@@ -25,8 +25,12 @@
 //     PRAGMA integrity_check is ok on the restored file and after the drain;
 //   - the WAL file stayed under MaxWAL (64 MB) while the child replicated.
 //
+// StartChild runs the same child on its own, for tests that do something
+// else to a live replicated engine (the replicate package's test with an
+// external sqlite3 shell); Child.Stop stops it gracefully.
+//
 // Call ChildMain first in the TestMain of any test binary that runs the
-// drill.
+// drill or StartChild.
 package restoredrill
 
 import (
@@ -257,83 +261,156 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 // runChild starts the child, lets it work for cfg.Load and SIGKILLs it.
 // It returns the time of the kill.
 func runChild(cfg Config, res *Result) (time.Time, error) {
-	raw, _ := json.Marshal(cfg)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), ChildEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
+	c, err := StartChild(cfg)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if err := cmd.Start(); err != nil {
-		return time.Time{}, err
-	}
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
 	var statusAt time.Time
-	status := func(l string) {
-		var lag, errs, local, remote, wal int64
-		if _, err := fmt.Sscanf(l, "status %d %d %d %d %d", &lag, &errs, &local, &remote, &wal); err == nil {
-			res.LagAtKill, res.ReplicaErrorsAtKill = time.Duration(lag)*time.Millisecond, int(errs)
-			res.PeakWAL = max(res.PeakWAL, wal)
-			statusAt = time.Now()
-		}
-	}
-	ready := time.After(60 * time.Second)
-wait:
-	for {
-		select {
-		case l, ok := <-lines:
-			if !ok {
-				cmd.Wait()
-				return time.Time{}, errors.New("restoredrill: the child exited before it was ready")
-			}
-			if l == "ready" {
-				break wait
-			}
-		case <-ready:
-			cmd.Process.Kill()
-			cmd.Wait()
-			return time.Time{}, errors.New("restoredrill: the child was not ready within 60s")
-		}
-	}
 	// A random phase against the sync ticks, so that drills sample kills
 	// right after a sync as well as right before one.
 	deadline := time.After(cfg.Load + rand.N(cfg.SyncInterval))
 	for {
 		select {
-		case l, ok := <-lines:
+		case l, ok := <-c.Lines():
 			if !ok {
-				cmd.Wait()
+				c.Kill()
 				return time.Time{}, errors.New("restoredrill: the child exited under load (see its stderr)")
 			}
-			status(l)
+			if s, ok := ParseStatus(l); ok {
+				res.LagAtKill, res.ReplicaErrorsAtKill = s.Lag, s.Errors
+				res.PeakWAL = max(res.PeakWAL, s.WAL)
+				statusAt = time.Now()
+			}
 			continue
 		case <-deadline:
 		}
 		break
 	}
 	killAt := time.Now()
-	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := c.Kill(); err != nil {
 		return killAt, err
 	}
 	if !statusAt.IsZero() {
 		res.StatusWindow = killAt.Sub(statusAt) + res.LagAtKill + cfg.SyncInterval + cfg.Slack
 	}
-	for range lines {
-	}
-	cmd.Wait()
-	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
-		return killAt, fmt.Errorf("restoredrill: the child ended with %v, not by SIGKILL", cmd.ProcessState)
-	}
 	return killAt, nil
 }
+
+// Child is a running drill child engine: SQLite replicated to a file
+// replica under the drill's load (see StartChild).
+type Child struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+// StartChild starts the drill's child engine on cfg.Dir (the test binary,
+// re-executed; its TestMain must call ChildMain) and returns once it
+// serves. Its database is DBPath(cfg.Dir), its replica ReplicaURL(cfg.Dir),
+// its acknowledged admissions are in AcksPath(cfg.Dir). End it with Kill
+// or Stop.
+func StartChild(cfg Config) (*Child, error) {
+	cfg = cfg.withDefaults()
+	if cfg.Dir == "" {
+		return nil, errors.New("restoredrill: Config.Dir is required")
+	}
+	raw, _ := json.Marshal(cfg)
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), ChildEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	c := &Child{cmd: cmd, lines: make(chan string, 64)}
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		close(c.lines)
+	}()
+	ready := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				cmd.Wait()
+				return nil, errors.New("restoredrill: the child exited before it was ready")
+			}
+			if l == "ready" {
+				return c, nil
+			}
+		case <-ready:
+			c.Kill()
+			return nil, errors.New("restoredrill: the child was not ready within 60s")
+		}
+	}
+}
+
+// Lines are the child's output lines after "ready": "status {json}" every
+// 100 ms (ParseStatus), and on a graceful stop "final {json}" and
+// "stopped". The channel is closed when the child's output ends. Read it
+// steadily: the child blocks when it is full.
+func (c *Child) Lines() <-chan string { return c.lines }
+
+// Kill SIGKILLs the child and waits for it, discarding its remaining
+// output. It fails if the child had already ended otherwise.
+func (c *Child) Kill() error {
+	c.cmd.Process.Signal(syscall.SIGKILL)
+	for range c.lines {
+	}
+	c.cmd.Wait()
+	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		return fmt.Errorf("restoredrill: the child ended with %v, not by SIGKILL", c.cmd.ProcessState)
+	}
+	return nil
+}
+
+// Stop asks the child to stop gracefully (SIGTERM: it stops admitting,
+// stops its engine, closes the store, then the replicator, whose final
+// sync copies every commit to the replica) and waits for it, up to
+// timeout; then it kills it. It returns the lines printed meanwhile and an
+// error unless the child exited 0.
+func (c *Child) Stop(timeout time.Duration) ([]string, error) {
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	var rest []string
+	deadline := time.After(timeout)
+	for done := false; !done; {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				done = true
+				break
+			}
+			rest = append(rest, l)
+		case <-deadline:
+			c.cmd.Process.Signal(syscall.SIGKILL)
+			for range c.lines {
+			}
+			c.cmd.Wait()
+			return rest, fmt.Errorf("restoredrill: the child did not stop within %v of SIGTERM", timeout)
+		}
+	}
+	if err := c.cmd.Wait(); err != nil {
+		return rest, fmt.Errorf("restoredrill: the child's graceful stop: %w (see its stderr)", err)
+	}
+	return rest, nil
+}
+
+// DBPath is the child's database in a drill directory.
+func DBPath(dir string) string { return pathsOf(dir).db }
+
+// ReplicaURL is the child's replica in a drill directory.
+func ReplicaURL(dir string) string { return "file://" + pathsOf(dir).replica }
+
+// AcksPath is the file of the child's acknowledged admissions in a drill
+// directory: one line per admission, "key unix-nanos", written once Emit
+// returned (fsynced).
+func AcksPath(dir string) string { return pathsOf(dir).acks }
 
 // drain starts an engine on the restored database and waits until it has
 // nothing left to do.

@@ -194,8 +194,23 @@ func dsn(path string, o Options, readOnly bool) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
+// checkPath refuses a path that is a directory. It only stats the path:
+// it runs before the engine lock, and opening the file could drop this
+// process's locks on it (see checkFile).
+func checkPath(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("%s is a directory", path)
+	}
+	return nil
+}
+
 // checkFile refuses a path that exists but is not an SQLite database,
-// before SQLite gets to touch it.
+// before SQLite gets to touch it. It reads the file through a descriptor of
+// its own, and closing any descriptor of a file drops every POSIX lock the
+// process holds on it, SQLite's included: with them gone, another process
+// that opens and closes the database (an sqlite3 shell) deletes the WAL the
+// engine is writing. So Open calls it only under the engine lock, which
+// proves that no store of this process has the database open.
 func checkFile(path string) error {
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -235,11 +250,15 @@ func Open(path string, opts Options) (*Store, error) {
 	if path, err = filepath.Abs(path); err != nil {
 		return nil, err
 	}
-	if err := checkFile(path); err != nil {
+	if err := checkPath(path); err != nil {
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	lock, exclusive, err := lockFile(path + ".lock")
 	if err != nil {
+		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
+	}
+	if err := checkFile(path); err != nil {
+		unlockFile(lock)
 		return nil, fmt.Errorf("sqlitestore: open %s: %w", path, err)
 	}
 	s := &Store{
