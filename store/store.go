@@ -343,7 +343,7 @@ type RunFilter struct {
 	Event         string
 	Statuses      []Status // any of these
 	RootOnly      bool
-	CorrelationID string
+	CorrelationID string // runs of the chain whose root has this id
 	Order         Order
 	// After is the Seq of the last run of the previous page (0: first page).
 	After int64
@@ -441,6 +441,9 @@ type Store interface {
 	// CountRuns counts runs matching f (ignoring Order, After and Limit).
 	CountRuns(ctx context.Context, f RunFilter) (int64, error)
 	// Chain returns every run sharing a correlation id, by depth then Seq.
+	// Only a root's id is a correlation id: the id of a follow-up run
+	// names no chain (an empty result), and neither does it as
+	// RunFilter.CorrelationID.
 	Chain(ctx context.Context, correlationID string) ([]Run, error)
 	// Timeline returns a run's transitions in order (ErrNotFound for an
 	// unknown run).

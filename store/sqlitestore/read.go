@@ -45,7 +45,8 @@ func where(f *store.RunFilter, statuses []store.Status) (string, []any) {
 		conds = append(conds, "parent_id IS NULL")
 	}
 	if f.CorrelationID != "" {
-		conds, args = append(conds, "(correlation_id = ? OR id = ?)"), append(args, f.CorrelationID, f.CorrelationID)
+		// A root's correlation id is stored as NULL (see selChain).
+		conds, args = append(conds, "(correlation_id = ? OR (id = ? AND correlation_id IS NULL))"), append(args, f.CorrelationID, f.CorrelationID)
 	}
 	if f.After > 0 {
 		if f.Order == store.OldestFirst {

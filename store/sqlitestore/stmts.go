@@ -124,9 +124,11 @@ func (s *Store) prepare(ctx context.Context) error {
 			selTimeline: r(`SELECT n, at, status, attempt, error, code, note FROM timeline WHERE run_seq = ? ORDER BY n`),
 			selData:     r(`SELECT payload, context FROM runs WHERE seq = ?`),
 			selRunTL:    r(`SELECT seq, status, attempts, created_at, started_at, tl FROM runs WHERE id = ?`),
-			selChain:    r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR id = ?1 ORDER BY depth, seq`),
-			selPending:  r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM runs WHERE status = 'idle' AND seq > ? ORDER BY seq LIMIT ?`),
-			selRunning:  r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
+			// A root's correlation id is stored as NULL (it is its own id):
+			// id = ?1 alone would also match a child named by its own id.
+			selChain:   r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR (id = ?1 AND correlation_id IS NULL) ORDER BY depth, seq`),
+			selPending: r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM runs WHERE status = 'idle' AND seq > ? ORDER BY seq LIMIT ?`),
+			selRunning: r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
 		}
 	}()
 	return err
