@@ -23,6 +23,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -118,6 +119,38 @@ func (s Status) Valid() bool {
 		}
 	}
 	return false
+}
+
+// UniqueStatuses returns ss without repeats, in first-seen order (ss
+// itself when it has none). A filter on every status filters nothing, so a
+// set holding all of Statuses comes back nil.
+func UniqueStatuses(ss []Status) []Status {
+	if len(ss) < 2 {
+		return ss
+	}
+	out := make([]Status, 0, min(len(ss), len(Statuses)))
+	var seen map[Status]bool // for long lists; short ones are scanned
+	if len(ss) > 16 {
+		seen = make(map[Status]bool, len(Statuses))
+	}
+	for _, s := range ss {
+		if seen != nil {
+			if seen[s] {
+				continue
+			}
+			seen[s] = true
+		} else if slices.Contains(out, s) {
+			continue
+		}
+		out = append(out, s)
+	}
+	if len(out) == len(Statuses) && !slices.ContainsFunc(out, func(s Status) bool { return !s.Valid() }) {
+		return nil
+	}
+	if len(out) == len(ss) {
+		return ss
+	}
+	return out
 }
 
 // Active reports whether a run with this status still has work to do
@@ -341,7 +374,7 @@ const (
 type RunFilter struct {
 	Process       string
 	Event         string
-	Statuses      []Status // any of these
+	Statuses      []Status // any of these; repeats are ignored
 	RootOnly      bool
 	CorrelationID string // runs of the chain whose root has this id
 	Order         Order

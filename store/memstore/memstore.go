@@ -471,6 +471,7 @@ func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error
 	}
 	defer s.mu.Unlock()
 	s.compact()
+	f.Statuses = store.UniqueStatuses(f.Statuses)
 	var out []store.Run
 	visit := func(r *store.Run) bool {
 		if s.runs[r.ID] != r || !matches(r, &f) {
@@ -506,6 +507,7 @@ func (s *Store) CountRuns(ctx context.Context, f store.RunFilter) (int64, error)
 		return 0, err
 	}
 	defer s.mu.Unlock()
+	f.Statuses = store.UniqueStatuses(f.Statuses)
 	var n int64
 	for _, r := range s.runs {
 		if matches(r, &f) {
