@@ -31,6 +31,12 @@ type Config struct {
 	// MaxPayloadBytes limits the JSON encoding of emitted payloads, handler
 	// outputs and follow-up payloads. Defaults to 1 MiB.
 	MaxPayloadBytes int
+	// MaxPayloadDepth limits how deep arrays and objects may nest in the
+	// same payloads (and in values given to Ctx.SetContext): payloads come
+	// from outside senders, and every reader of a run decodes them.
+	// Deeper ones are refused with CodeInvalidPayload, as are strings that
+	// are not valid UTF-8. Defaults to DefaultMaxPayloadDepth (100).
+	MaxPayloadDepth int
 	// HandlerTimeout limits one attempt of a handler; a process may override
 	// it. Defaults to 30s; negative disables the limit.
 	HandlerTimeout time.Duration
@@ -81,6 +87,9 @@ type Config struct {
 	Clock Clock
 }
 
+// DefaultMaxPayloadDepth is the default of Config.MaxPayloadDepth.
+const DefaultMaxPayloadDepth = 100
+
 func invalid(field, format string, args ...any) error {
 	return &Error{Code: CodeInvalidConfig, Op: "config", Field: field, Msg: fmt.Sprintf(format, args...)}
 }
@@ -94,7 +103,7 @@ func (c Config) withDefaults() (Config, error) {
 	pos := []struct {
 		name string
 		v    int
-	}{{"Concurrency", c.Concurrency}, {"MaxChainDepth", c.MaxChainDepth}, {"MaxPayloadBytes", c.MaxPayloadBytes}, {"RetentionBatch", c.RetentionBatch}}
+	}{{"Concurrency", c.Concurrency}, {"MaxChainDepth", c.MaxChainDepth}, {"MaxPayloadBytes", c.MaxPayloadBytes}, {"MaxPayloadDepth", c.MaxPayloadDepth}, {"RetentionBatch", c.RetentionBatch}}
 	for _, f := range pos {
 		if f.v < 0 {
 			return c, invalid(f.name, "must not be negative, got %d", f.v)
@@ -118,6 +127,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = 1 << 20
+	}
+	if c.MaxPayloadDepth == 0 {
+		c.MaxPayloadDepth = DefaultMaxPayloadDepth
 	}
 	if c.HandlerTimeout == 0 {
 		c.HandlerTimeout = 30 * time.Second

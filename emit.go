@@ -43,8 +43,9 @@ type Emission struct {
 }
 
 // Emit admits one run per process listening to event, atomically, and
-// returns their ids. The payload is encoded as JSON (nil for none) and must
-// fit Config.MaxPayloadBytes. Emitting before Start admits the runs; they
+// returns their ids. The payload is encoded as JSON (nil for none); it must
+// fit Config.MaxPayloadBytes and Config.MaxPayloadDepth, and its strings
+// must be valid UTF-8. Emitting before Start admits the runs; they
 // execute once the engine starts.
 //
 // Errors: CodeUnknownEvent when no process listens, CodePayloadTooLarge,
@@ -130,18 +131,20 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 	return out, nil
 }
 
-// encodePayload encodes v as JSON and checks its size. nil encodes to nil
-// (no payload); a json.RawMessage is used as is after validation.
+// encodePayload encodes v as JSON and checks it: at most
+// Config.MaxPayloadBytes, nested at most Config.MaxPayloadDepth deep, and
+// valid UTF-8 in every string, so that whatever is admitted reads back
+// with any strict JSON parser. nil encodes to nil (no payload); a
+// json.RawMessage is used as it is once checked. The check is one pass over
+// the encoded bytes.
 func (e *Engine) encodePayload(v any) (json.RawMessage, error) {
 	var b []byte
+	raw := false
 	switch x := v.(type) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
-		if !json.Valid(x) {
-			return nil, &Error{Code: CodeInvalidPayload, Msg: "payload is not valid JSON"}
-		}
-		b = append([]byte(nil), x...)
+		b, raw = x, true
 	default:
 		var err error
 		if b, err = json.Marshal(v); err != nil {
@@ -151,7 +154,28 @@ func (e *Engine) encodePayload(v any) (json.RawMessage, error) {
 	if len(b) > e.cfg.MaxPayloadBytes {
 		return nil, &Error{Code: CodePayloadTooLarge, Msg: fmt.Sprintf("payload exceeds max size: %d bytes > %d", len(b), e.cfg.MaxPayloadBytes)}
 	}
+	if err := e.checkPayload(b); err != nil {
+		return nil, err
+	}
+	if raw {
+		b = append([]byte(nil), b...)
+	}
 	return b, nil
+}
+
+// checkPayload refuses JSON that is malformed, holds invalid UTF-8 or
+// nests deeper than Config.MaxPayloadDepth, with CodeInvalidPayload.
+func (e *Engine) checkPayload(b []byte) error {
+	pe := checkJSON(b, e.cfg.MaxPayloadDepth)
+	switch {
+	case pe == nil:
+		return nil
+	case pe.deep:
+		return &Error{Code: CodeInvalidPayload, Msg: fmt.Sprintf("payload nests deeper than %d levels (at byte %d)", e.cfg.MaxPayloadDepth, pe.off)}
+	case pe.what == "invalid UTF-8":
+		return &Error{Code: CodeInvalidPayload, Msg: fmt.Sprintf("payload is not valid UTF-8 (byte 0x%02x at offset %d, in a string)", b[pe.off], pe.off)}
+	}
+	return &Error{Code: CodeInvalidPayload, Msg: fmt.Sprintf("payload is not valid JSON: %s at byte %d", pe.what, pe.off)}
 }
 
 func newRuns(targets []*registered) []store.NewRun {

@@ -1,14 +1,107 @@
 package storetest
 
 import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"unicode/utf8"
+
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/store"
 )
 
+// nested returns JSON arrays nested n deep around 1.
+func nested(n int) json.RawMessage {
+	return json.RawMessage(strings.Repeat("[", n) + "1" + strings.Repeat("]", n))
+}
+
 // Cases for guarantees added after the original engine: a chain read from
-// any of its runs.
+// any of its runs, payload limits at admission.
 func init() {
 	register(
+		Case{Name: "Payload/InvalidUTF8Refused", Note: "new: a payload (emitted, output, follow-up, resume) or context value whose strings are not valid UTF-8 is refused with CodeInvalidPayload, so every listing reads back with strict JSON parsers", Fn: func(h *H) {
+			bad := json.RawMessage("{\"name\":\"\xff\xfe\"}")
+			e := h.Started(yella.Config{},
+				Proc("a", "ev", Noop),
+				Proc("out", "out", func(c *yella.Ctx) yella.Result { return c.OK(bad) }),
+				Proc("ctx", "ctx", func(c *yella.Ctx) yella.Result {
+					err := c.SetContext("k", bad)
+					ExpectCode(h, "set context", err, yella.CodeInvalidPayload)
+					return c.OK(nil)
+				}),
+				Proc("gate", "gate", func(c *yella.Ctx) yella.Result { return c.Defer("ev", nil) }))
+			_, err := e.Emit(h.Ctx(), "ev", bad)
+			ExpectCode(h, "emit", err, yella.CodeInvalidPayload)
+			if err != nil {
+				ExpectContains(h, "message", err.Error(), "not valid UTF-8")
+			}
+			n, _ := h.St.CountRuns(h.Ctx(), store.RunFilter{})
+			Expect(h, "nothing admitted", n, int64(0))
+
+			// A Go string is encoded with U+FFFD in place of invalid bytes.
+			id := h.One(e, "ev", map[string]string{"name": "\xff\xfe"})
+			Expect(h, "Go value stored as valid UTF-8", utf8.Valid(h.Run(id).Payload), true)
+
+			out := h.One(e, "out", nil)
+			withCtx := h.One(e, "ctx", nil)
+			gate := h.One(e, "gate", nil)
+			h.Drain(e)
+			r := h.Run(out)
+			Expect(h, "output refused", r.Status, store.StatusErrored)
+			Expect(h, "output code", r.ErrorCode, string(yella.CodeInvalidPayload))
+			Expect(h, "context run completes", h.Run(withCtx).Status, store.StatusCompleted)
+			Expect(h, "context not stored", len(h.Run(withCtx).Context) == 0 || string(h.Run(withCtx).Context) == "{}", true)
+
+			_, err = e.Resume(h.Ctx(), gate, bad)
+			ExpectCode(h, "resume", err, yella.CodeInvalidPayload)
+			Expect(h, "still deferred", h.Run(gate).Status, store.StatusDeferred)
+
+			// Every stored run reads back with a strict parser.
+			rs, _ := h.St.Runs(h.Ctx(), store.RunFilter{Limit: 100})
+			for _, r := range rs {
+				for _, b := range []json.RawMessage{r.Payload, r.Output, r.Context} {
+					if len(b) > 0 && (!json.Valid(b) || !utf8.Valid(b)) {
+						h.Errorf("run %s (%s) holds %q", r.ID, r.Process, b)
+					}
+				}
+			}
+		}},
+		Case{Name: "Payload/DepthLimit", Note: "new: payloads nested deeper than Config.MaxPayloadDepth (default 100) are refused with CodeInvalidPayload", Fn: func(h *H) {
+			e := h.Started(yella.Config{}, Proc("a", "ev", Noop))
+			h.One(e, "ev", nested(yella.DefaultMaxPayloadDepth))
+			_, err := e.Emit(h.Ctx(), "ev", nested(yella.DefaultMaxPayloadDepth+1))
+			ExpectCode(h, "default limit", err, yella.CodeInvalidPayload)
+			if err != nil {
+				ExpectContains(h, "message", err.Error(), "nests deeper than 100 levels")
+			}
+
+			deep := map[string]any{"a": map[string]any{"b": []int{1}}}
+			e2 := h.Started(yella.Config{MaxPayloadDepth: 2},
+				Proc("b", "ev2", Noop),
+				Proc("out", "out", func(c *yella.Ctx) yella.Result { return c.OK(deep) }),
+				Proc("then", "then", func(c *yella.Ctx) yella.Result { return c.OK(deep, yella.Then("ev2")) }))
+			h.One(e2, "ev2", map[string]any{"a": map[string]int{"b": 1}})
+			_, err = e2.Emit(h.Ctx(), "ev2", deep)
+			ExpectCode(h, "Go value", err, yella.CodeInvalidPayload)
+			_, err = e2.Emit(h.Ctx(), "ev2", nested(3))
+			ExpectCode(h, "raw", err, yella.CodeInvalidPayload)
+			out, then := h.One(e2, "out", nil), h.One(e2, "then", nil)
+			h.Drain(e2)
+			for _, id := range []string{out, then} {
+				r := h.Run(id)
+				Expect(h, r.Process+" status", r.Status, store.StatusErrored)
+				Expect(h, r.Process+" code", r.ErrorCode, string(yella.CodeInvalidPayload))
+			}
+			chain, _ := e2.Chain(h.Ctx(), then)
+			Expect(h, "no follow-up admitted", len(chain), 1)
+
+			_, err = yella.New(yella.Config{Store: h.St, MaxPayloadDepth: -1})
+			ExpectCode(h, "negative", err, yella.CodeInvalidConfig)
+			var ye *yella.Error
+			if errors.As(err, &ye) {
+				Expect(h, "field", ye.Field, "MaxPayloadDepth")
+			}
+		}},
 		Case{Name: "Chain/FromAnyRun", Fn: func(h *H) {
 			e := h.Started(yella.Config{},
 				Proc("root", "start", func(c *yella.Ctx) yella.Result { return c.OK(1, yella.Then("mid")) }),
