@@ -64,11 +64,20 @@ type Config struct {
 	// long after they completed. Deferred, errored and dead-letter runs are
 	// kept. 0 keeps everything.
 	Retention time.Duration
+	// KeyRetention is how long an idempotency key is kept after its
+	// emission, independently of Retention: a run's key lasts as long as
+	// the run, and when retention prunes the run the key stays until
+	// KeyRetention has passed since the emission, so a sender retrying
+	// after the run is gone (webhook providers retry for up to 3 days) is
+	// still answered as a duplicate (ReasonProcessed) instead of being
+	// processed twice. Defaults to DefaultKeyRetention (7 days); negative
+	// keeps keys forever.
+	KeyRetention time.Duration
 	// RetentionInterval is how often a retention sweep runs. Defaults to
 	// Retention/2, bounded to [1s, 1m].
 	RetentionInterval time.Duration
-	// RetentionBatch bounds the runs deleted by one store call, so a sweep
-	// never holds the store for long. Defaults to 500.
+	// RetentionBatch bounds the runs (and the kept keys) deleted by one
+	// store call, so a sweep never holds the store for long. Defaults to 500.
 	RetentionBatch int
 	// ObservabilityRetention prunes observability rollups and error records
 	// older than this. Defaults to 7 days; negative keeps them forever.
@@ -87,8 +96,13 @@ type Config struct {
 	Clock Clock
 }
 
-// DefaultMaxPayloadDepth is the default of Config.MaxPayloadDepth.
-const DefaultMaxPayloadDepth = 100
+// Defaults of Config fields that callers may want to state or compare.
+const (
+	// DefaultMaxPayloadDepth is the default of Config.MaxPayloadDepth.
+	DefaultMaxPayloadDepth = 100
+	// DefaultKeyRetention is the default of Config.KeyRetention.
+	DefaultKeyRetention = 7 * 24 * time.Hour
+)
 
 func invalid(field, format string, args ...any) error {
 	return &Error{Code: CodeInvalidConfig, Op: "config", Field: field, Msg: fmt.Sprintf(format, args...)}
@@ -162,6 +176,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RetentionBatch == 0 {
 		c.RetentionBatch = 500
+	}
+	if c.KeyRetention == 0 {
+		c.KeyRetention = DefaultKeyRetention
 	}
 	if c.ObservabilityRetention == 0 {
 		c.ObservabilityRetention = 7 * 24 * time.Hour

@@ -16,9 +16,12 @@ type EmitOption func(*emitOpts)
 type emitOpts struct{ key string }
 
 // IdempotencyKey makes the emission idempotent: for each (event, key), each
-// listening process is admitted at most once, ever (while the run is kept).
-// Repeats return the runs admitted before in Emission.Existing. A process
-// dropped at its cap does not consume the key.
+// listening process is admitted at most once while the key is kept, that is
+// as long as its run exists and, once retention has pruned the run, until
+// Config.KeyRetention (7 days by default) has passed since the emission.
+// Repeats return the runs admitted before in Emission.Existing (and, for
+// runs already pruned, in Emission.Pruned too). A process dropped at its
+// cap does not consume the key.
 func IdempotencyKey(key string) EmitOption { return func(o *emitOpts) { o.key = key } }
 
 // Reason says why an emission admitted no new run.
@@ -32,14 +35,23 @@ const (
 	// ReasonAtCapacity: every listener not admitted before is at its
 	// concurrency cap (see Emission.Dropped).
 	ReasonAtCapacity Reason = "at-capacity"
+	// ReasonProcessed: every listener was admitted before under the
+	// idempotency key and each of those runs has since completed and been
+	// pruned by retention; the key is kept (Config.KeyRetention), so the
+	// event is not processed again. Emission.Existing and Emission.Pruned
+	// name the pruned runs.
+	ReasonProcessed Reason = "already-processed"
 )
 
 // Emission reports what an Emit did.
 type Emission struct {
 	Runs     []string // ids of the runs admitted now, one per listener
 	Existing []string // runs admitted earlier under the same idempotency key
-	Dropped  []string // processes at their cap, for which nothing was admitted
-	Reason   Reason   // why no run was admitted now; "" if some were
+	// Pruned lists the runs of Existing that retention has deleted since
+	// they completed: Engine.Run no longer finds them.
+	Pruned  []string
+	Dropped []string // processes at their cap, for which nothing was admitted
+	Reason  Reason   // why no run was admitted now; "" if some were
 }
 
 // Emit admits one run per process listening to event, atomically, and
@@ -52,29 +64,36 @@ type Emission struct {
 // CodeInvalidPayload, CodeStopped after Stop, CodeUnavailable when the
 // store fails. On error nothing is admitted.
 func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...EmitOption) (Emission, error) {
+	em, _, err := e.emit(ctx, event, payload, opts)
+	return em, err
+}
+
+// emit is Emit, also returning what the store knows of the pruned runs.
+func (e *Engine) emit(ctx context.Context, event string, payload any, opts []EmitOption) (Emission, []store.Run, error) {
 	var o emitOpts
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if e.isState(stateStopping) || e.isState(stateStopped) {
-		return Emission{}, &Error{Code: CodeStopped, Op: "emit", Msg: "engine is stopped"}
+		return Emission{}, nil, &Error{Code: CodeStopped, Op: "emit", Msg: "engine is stopped"}
 	}
 	targets := e.listeners(event)
 	if len(targets) == 0 {
-		return Emission{}, &Error{Code: CodeUnknownEvent, Op: "emit", Msg: "no process listens to " + quote(event)}
+		return Emission{}, nil, &Error{Code: CodeUnknownEvent, Op: "emit", Msg: "no process listens to " + quote(event)}
 	}
 	enc, err := e.encodePayload(payload)
 	if err != nil {
 		err.(*Error).Op = "emit"
-		return Emission{}, err
+		return Emission{}, nil, err
 	}
 	res, err := e.store.Admit(ctx, store.Admission{
 		Event: event, Payload: enc, IdempotencyKey: o.key, Runs: newRuns(targets), Now: e.clock.Now(),
 	})
 	if err != nil {
-		return Emission{}, storeErr("emit", "", err)
+		return Emission{}, nil, storeErr("emit", "", err)
 	}
-	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing)}
+	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing), Pruned: runIDs(res.Pruned)}
+	em.Existing = append(em.Existing, em.Pruned...)
 	for i := range res.Admitted {
 		e.enqueue(itemOf(&res.Admitted[i]))
 	}
@@ -85,13 +104,16 @@ func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...Em
 		em.Dropped = append(em.Dropped, d.Process)
 		e.publishDrop(event, d.Process, "")
 	}
-	if len(em.Runs) == 0 {
+	switch {
+	case len(em.Runs) > 0:
+	case len(em.Dropped) > 0:
 		em.Reason = ReasonAtCapacity
-		if len(em.Dropped) == 0 {
-			em.Reason = ReasonDuplicate
-		}
+	case len(res.Existing) == 0:
+		em.Reason = ReasonProcessed
+	default:
+		em.Reason = ReasonDuplicate
 	}
-	return em, nil
+	return em, res.Pruned, nil
 }
 
 func (e *Engine) publishDrop(event, process, correlation string) {
@@ -101,16 +123,18 @@ func (e *Engine) publishDrop(event, process, correlation string) {
 
 // EmitAndWait emits and waits until every run of the chains it admitted
 // (and, for a repeated idempotency key, of the runs admitted before) is
-// finished: completed, deferred, errored, dead or fenced. It returns the
-// root runs as they ended. Delayed retries are waited for; ctx bounds the
-// wait (an error with CodeDrainTimeout).
+// finished: completed, deferred, errored, dead, fenced or cancelled. It
+// returns the root runs as they ended. A run admitted before and already
+// pruned by retention is returned as the store kept it: ID, Process, Event,
+// IdempotencyKey, CreatedAt and Status completed. Delayed retries are
+// waited for; ctx bounds the wait (an error with CodeDrainTimeout).
 func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opts ...EmitOption) ([]Run, error) {
-	em, err := e.Emit(ctx, event, payload, opts...)
+	em, pruned, err := e.emit(ctx, event, payload, opts)
 	if err != nil {
 		return nil, err
 	}
-	ids := append(append([]string(nil), em.Runs...), em.Existing...)
-	out := make([]Run, 0, len(ids))
+	ids := append(append([]string(nil), em.Runs...), em.Existing[:len(em.Existing)-len(pruned)]...)
+	out := make([]Run, 0, len(ids)+len(pruned))
 	for _, id := range ids {
 		r, err := e.store.Run(ctx, id)
 		if err != nil {
@@ -128,7 +152,7 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return append(out, pruned...), nil
 }
 
 // encodePayload encodes v as JSON and checks it: at most

@@ -231,7 +231,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 	})
 	e.every(e.cfg.FlushInterval, func() { e.flush(e.clock.Now()) })
-	if e.cfg.Retention > 0 || e.cfg.ObservabilityRetention > 0 {
+	if e.cfg.Retention > 0 || e.cfg.ObservabilityRetention > 0 || e.cfg.KeyRetention > 0 {
 		e.every(e.cfg.RetentionInterval, e.prune)
 	}
 	e.log.Info("engine started", "owner", e.owner)
@@ -552,9 +552,22 @@ func (e *Engine) prune() {
 		}
 		e.metrics.pruned.Add(int64(n))
 		if n < req.Limit {
-			return
+			break
 		}
 		req.ObservabilityBefore = time.Time{}
+	}
+	if e.cfg.KeyRetention <= 0 {
+		return
+	}
+	for range 100 {
+		n, err := e.store.PruneKeys(e.io, now.Add(-e.cfg.KeyRetention), e.cfg.RetentionBatch)
+		if err != nil {
+			e.internalError("key retention", err)
+			return
+		}
+		if n < e.cfg.RetentionBatch {
+			return
+		}
 	}
 }
 

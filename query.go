@@ -37,6 +37,7 @@ const (
 	StatusErrored   = store.StatusErrored
 	StatusDead      = store.StatusDead
 	StatusFenced    = store.StatusFenced
+	StatusCancelled = store.StatusCancelled
 
 	StateIdle      = store.StateIdle
 	StateRunning   = store.StateRunning

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"github.com/yella-go/yella"
@@ -16,9 +18,77 @@ func nested(n int) json.RawMessage {
 }
 
 // Cases for guarantees added after the original engine: a chain read from
-// any of its runs, payload limits at admission.
+// any of its runs, payload limits at admission, the cancelled status.
 func init() {
 	register(
+		Case{Name: "Repair/CancelledIsItsOwnStatus", Note: "changed: Cancel ends a run in its own status cancelled (refining errored), with no retry time, counted apart from failures; Retry runs it again, RequeueDead refuses it", Fn: func(h *H) {
+			clk := h.Fake()
+			var fail atomic.Bool
+			fail.Store(true)
+			e := h.Started(yella.Config{}, yella.Process{Name: "a", On: "ev", Retry: &yella.Retry{Max: 3, Backoff: yella.Fixed(time.Hour)},
+				Run: func(c *yella.Ctx) yella.Result {
+					if fail.Load() {
+						return c.Error(errors.New("downstream down"))
+					}
+					return c.OK("ok")
+				}})
+			id := h.One(e, "ev", nil)
+			r := h.WaitStatus(id, store.StatusIdle) // waiting an hour for its retry
+			h.WaitFor("retry scheduled", func() bool { r = h.Run(id); return !r.RetryAt.IsZero() })
+			r, err := e.Cancel(h.Ctx(), id)
+			Expect(h, "cancel", err, nil)
+			Expect(h, "returned status", r.Status, store.StatusCancelled)
+			r = h.Run(id)
+			Expect(h, "status", r.Status, store.StatusCancelled)
+			Expect(h, "state", r.State(), store.StateErrored)
+			Expect(h, "error", r.Error, "cancelled by an operator")
+			Expect(h, "code", r.ErrorCode, string(yella.CodeCancelled))
+			Expect(h, "no retry time", r.RetryAt.IsZero(), true)
+			Expect(h, "completed at", r.CompletedAt.IsZero(), false)
+			tl, _ := e.Timeline(h.Ctx(), id)
+			last := tl[len(tl)-1]
+			Expect(h, "timeline status", last.Status, store.StatusCancelled)
+			Expect(h, "timeline note", last.Note, "cancelled")
+
+			evs := h.Events(yella.RunCancel)
+			Expect(h, "run:cancel", len(evs), 1)
+			if len(evs) == 1 {
+				Expect(h, "event status", evs[0].Status, store.StatusCancelled)
+				Expect(h, "event code", evs[0].Code, yella.CodeCancelled)
+			}
+			Expect(h, "no run:error", len(h.Events(yella.RunError)), 0)
+			m, _ := e.Metrics(h.Ctx())
+			Expect(h, "queue cancelled", m.Queue[store.StatusCancelled], int64(1))
+			Expect(h, "queue errored", m.Queue[store.StatusErrored], int64(0))
+			Expect(h, "queue idle", m.Queue[store.StatusIdle], int64(0))
+			Expect(h, "cancels", m.Totals.Cancels, int64(1))
+			c, _ := h.St.Counts(h.Ctx())
+			Expect(h, "store count", c[store.StatusCancelled], int64(1))
+			for what, q := range map[string]yella.RunQuery{
+				"status filter": {Status: []yella.Status{yella.StatusCancelled}, WithTotal: true},
+				"state filter":  {State: yella.StateErrored, WithTotal: true},
+			} {
+				p, err := e.Runs(h.Ctx(), q)
+				Expect(h, what, err, nil)
+				Expect(h, what+" total", p.Total, int64(1))
+			}
+			p, _ := e.Runs(h.Ctx(), yella.RunQuery{Status: []yella.Status{yella.StatusErrored}, WithTotal: true})
+			Expect(h, "not listed as errored", p.Total, int64(0))
+			rep, _ := e.Observability(h.Ctx(), yella.ObservabilityQuery{})
+			Expect(h, "observability cancelled", rep.Summary.Runs.Cancelled, int64(1))
+
+			clk.Advance(2 * time.Hour) // the cancelled retry never fires
+			Expect(h, "still cancelled", h.Run(id).Status, store.StatusCancelled)
+			_, err = e.RequeueDead(h.Ctx(), id)
+			ExpectCode(h, "requeue", err, yella.CodeInvalidRunState)
+			_, err = e.Cancel(h.Ctx(), id)
+			ExpectCode(h, "cancel again", err, yella.CodeInvalidRunState)
+			fail.Store(false)
+			_, err = e.Retry(h.Ctx(), id)
+			Expect(h, "retry", err, nil)
+			r = h.WaitStatus(id, store.StatusCompleted)
+			Expect(h, "output", string(r.Output), `"ok"`)
+		}},
 		Case{Name: "Payload/InvalidUTF8Refused", Note: "new: a payload (emitted, output, follow-up, resume) or context value whose strings are not valid UTF-8 is refused with CodeInvalidPayload, so every listing reads back with strict JSON parsers", Fn: func(h *H) {
 			bad := json.RawMessage("{\"name\":\"\xff\xfe\"}")
 			e := h.Started(yella.Config{},
