@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -49,9 +50,23 @@ type Emission struct {
 	Existing []string // runs admitted earlier under the same idempotency key
 	// Pruned lists the runs of Existing that retention has deleted since
 	// they completed: Engine.Run no longer finds them.
-	Pruned  []string
-	Dropped []string // processes at their cap, for which nothing was admitted
-	Reason  Reason   // why no run was admitted now; "" if some were
+	Pruned []string
+	// Dropped lists the processes at their cap (Process.Overflow) for which
+	// nothing was admitted: the event is lost for them unless emitted
+	// again. Err turns it into an error.
+	Dropped []string
+	Reason  Reason // why no run was admitted now; "" if some were
+}
+
+// Err returns an error with CodeDropped (errors.Is(err, ErrDropped)) naming
+// the processes for which the event was dropped at their cap, or nil when
+// none was. Emit itself does not fail on a drop, because the runs of other
+// listeners were admitted; check Err when every listener matters.
+func (em Emission) Err() error {
+	if len(em.Dropped) == 0 {
+		return nil
+	}
+	return &Error{Code: CodeDropped, Op: "emit", Msg: fmt.Sprintf("event dropped for %s: at the concurrency cap", strings.Join(em.Dropped, ", "))}
 }
 
 // Emit admits one run per process listening to event, atomically, and
@@ -118,7 +133,8 @@ func (e *Engine) emit(ctx context.Context, event string, payload any, opts []Emi
 
 func (e *Engine) publishDrop(event, process, correlation string) {
 	e.publish(Event{Type: RunDropped, EventName: event, Process: process, CorrelationID: correlation,
-		Error: "process " + process + " is at its concurrency cap"})
+		Code: CodeDropped, Error: "process " + process + " is at its concurrency cap"})
+	e.drops.note(e, process, event)
 }
 
 // EmitAndWait emits and waits until every run of the chains it admitted

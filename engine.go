@@ -34,6 +34,7 @@ type Engine struct {
 	rec     *obs.Recorder
 	metrics counters
 	subs    subscribers
+	drops   dropLog
 
 	// io is the context of store calls: never cancelled, so that a hard stop
 	// can still record what it abandons.
@@ -312,6 +313,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.state = stateStopped
 		close(e.stopped)
 		e.mu.Unlock()
+		e.drops.flush(e, true) // emits before Start may have dropped events
 		return nil
 	case stateStopping, stateStopped:
 		e.mu.Unlock()
@@ -528,11 +530,13 @@ func (e *Engine) afterFailure(r *store.Run, ev Event, msg string, code Code) {
 	}
 }
 
-// flush writes the rollups of buckets closed by before (all if zero).
+// flush writes the rollups of buckets closed by before (all if zero), and
+// the drop log lines owed (all of them if before is zero: the final flush).
 func (e *Engine) flush(before time.Time) {
 	if err := e.rec.Flush(e.io, e.store, before); err != nil {
 		e.log.Warn("observability flush failed; kept for the next one", "err", err)
 	}
+	e.drops.flush(e, before.IsZero())
 }
 
 func (e *Engine) prune() {

@@ -30,7 +30,7 @@ func TestExporter(t *testing.T) {
 	}})
 	eng.Register(yella.Process{Name: "bad", On: "b", Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(time.Millisecond)},
 		Run: func(c *yella.Ctx) yella.Result { return c.Error(errors.New("boom")) }})
-	eng.Register(yella.Process{Name: "capped", On: "c", Concurrency: 1, Run: func(c *yella.Ctx) yella.Result {
+	eng.Register(yella.Process{Name: "capped", On: "c", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result {
 		time.Sleep(20 * time.Millisecond)
 		return c.OK(nil)
 	}})

@@ -87,7 +87,7 @@ func init() {
 			g := newGate()
 			e := h.Started(yella.Config{},
 				Proc("gate", "draft", func(c *yella.Ctx) yella.Result { return c.Defer("go", nil) }),
-				yella.Process{Name: "capped", On: "go", Concurrency: 1, Run: func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }})
+				yella.Process{Name: "capped", On: "go", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }})
 			id := h.One(e, "draft", nil)
 			h.WaitStatus(id, store.StatusDeferred)
 			h.One(e, "go", nil) // fills the cap

@@ -18,9 +18,48 @@ func nested(n int) json.RawMessage {
 }
 
 // Cases for guarantees added after the original engine: a chain read from
-// any of its runs, payload limits at admission, the cancelled status.
+// any of its runs, payload limits at admission, the cancelled status, a
+// bounded queue beyond a cap by default.
 func init() {
 	register(
+		Case{Name: "Caps/DefaultQueuesBeyondCap", Note: "changed: a capped process without an explicit Overflow queues up to yella.DefaultQueueLimit runs beyond its cap instead of dropping; a drop beyond that is reported by Emission.Err", Fn: func(h *H) {
+			g := newGate()
+			var p peak
+			e := h.Started(yella.Config{Concurrency: 20}, yella.Process{Name: "research", On: "topic", Concurrency: 5, Run: func(c *yella.Ctx) yella.Result {
+				p.in()
+				defer p.out()
+				g.wait(c)
+				return c.OK(nil)
+			}})
+			for i := range 10 { // the README's library example
+				em := h.Emit(e, "topic", i)
+				Expect(h, "admitted", len(em.Runs), 1)
+				Expect(h, "no drop", em.Err(), nil)
+			}
+			m, _ := e.Metrics(h.Ctx())
+			Expect(h, "queue limit", m.Processes["research"].QueueLimit, yella.DefaultQueueLimit)
+			Expect(h, "overflow", e.Processes()[0].Overflow.String(), "default (queue(1000))")
+			for i := 10; i < 5+yella.DefaultQueueLimit; i++ {
+				if em := h.Emit(e, "topic", i); len(em.Runs) != 1 {
+					h.Fatalf("emit %d within the bound: %+v", i, em)
+				}
+			}
+			em := h.Emit(e, "topic", "one too many")
+			Expect(h, "beyond the bound", len(em.Runs), 0)
+			Expect(h, "reason", em.Reason, yella.ReasonAtCapacity)
+			err := em.Err()
+			Expect(h, "drop is an error", errors.Is(err, yella.ErrDropped), true)
+			if err != nil {
+				ExpectContains(h, "message", err.Error(), "research")
+			}
+			g.open()
+			h.Drain(e)
+			Expect(h, "parallelism bounded by the cap", p.get() <= 5, true)
+			c, _ := h.St.Counts(h.Ctx())
+			Expect(h, "completed", c[store.StatusCompleted], int64(5+yella.DefaultQueueLimit))
+			m, _ = e.Metrics(h.Ctx())
+			Expect(h, "dropped", m.Totals.Dropped, int64(1))
+		}},
 		Case{Name: "Repair/CancelledIsItsOwnStatus", Note: "changed: Cancel ends a run in its own status cancelled (refining errored), with no retry time, counted apart from failures; Retry runs it again, RequeueDead refuses it", Fn: func(h *H) {
 			clk := h.Fake()
 			var fail atomic.Bool
