@@ -42,6 +42,11 @@ func TestExporter(t *testing.T) {
 	})
 	defer x.Close()
 	ctx := context.Background()
+	eng.Register(yella.Process{Name: "later", On: "d", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+	em, _ := eng.Emit(ctx, "d", nil) // cancelled before it runs
+	if _, err := eng.Cancel(ctx, em.Runs[0]); err != nil {
+		t.Fatal(err)
+	}
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +75,9 @@ func TestExporter(t *testing.T) {
 		`yella_runs_total{event="dead_letter",process="bad"} 1`,
 		`yella_queue_runs{status="completed"} 4`,
 		`yella_queue_runs{status="dead-letter"} 1`,
+		`yella_queue_runs{status="cancelled"} 1`,
+		`yella_queue_runs{status="errored"} 0`,
+		`yella_runs_total{event="cancelled",process="later"} 1`,
 		`yella_drops_total{process="capped"} 1`,
 		`yella_run_duration_seconds_count{outcome="completed",process="ok"} 3`,
 		`yella_effect_duration_seconds_count{outcome="completed",process="ok"} 3`,
