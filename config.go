@@ -61,8 +61,9 @@ type Config struct {
 	AbandonRetries int
 
 	// Retention prunes completed runs (with their timeline and effects) this
-	// long after they completed. Deferred, errored and dead-letter runs are
-	// kept. 0 keeps everything.
+	// long after they completed. Deferred, errored, dead-letter, fenced and
+	// cancelled runs are kept. 0 keeps everything. A pruned run's
+	// idempotency key is kept longer (KeyRetention).
 	Retention time.Duration
 	// KeyRetention is how long an idempotency key is kept after its
 	// emission, independently of Retention: a run's key lasts as long as
