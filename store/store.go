@@ -326,7 +326,7 @@ type Update struct {
 	Error     string          // stored (replacing the previous one); "" clears it
 	ErrorCode string
 	Then      string    // follow-up event (completed: emitted; deferred: held)
-	RetryAt   time.Time // To idle: not claimable before this time
+	RetryAt   time.Time // To idle: not claimable before this time; any other To clears it
 	Note      string    // timeline note
 	Version   string    // handler version of the attempt, stored when not empty
 
