@@ -2,6 +2,7 @@ package yella_test
 
 import (
 	"context"
+	"encoding/json"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -92,6 +93,43 @@ func BenchmarkEmit(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				if _, err := eng.Emit(ctx, "e", i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// webhookPayload is a webhook body of a realistic shape: about 1.5 KB,
+// nested five levels, with non-ASCII text.
+var webhookPayload = json.RawMessage(`{"id":"evt_1Nq8xY2eZvKYlo2C","object":"event","api_version":"2024-06-20","created":1718900000,` +
+	`"data":{"object":{"id":"pi_3Nq8xX2eZvKYlo2C1","object":"payment_intent","amount":4200,"currency":"eur","status":"succeeded",` +
+	`"customer":{"id":"cus_Q1","name":"Zoë Ångström","email":"zoe@example.com","address":{"line1":"Kärntner Straße 1","city":"Wien","country":"AT"}},` +
+	`"charges":{"data":[{"id":"ch_1","amount":4200,"paid":true,"outcome":{"network_status":"approved_by_network","risk_level":"normal","risk_score":12,"seller_message":"Payment complete."}},` +
+	`{"id":"ch_2","amount":0,"paid":false,"outcome":{"network_status":"declined_by_network","risk_level":"elevated","risk_score":71,"seller_message":"The bank did not return any further details."}}],"has_more":false},` +
+	`"metadata":{"order_id":"ord_8841","cart":"[\"sku-1\",\"sku-2\"]","note":"Lieferung bitte an die Hintertür — danke!"},` +
+	`"payment_method_types":["card","sepa_debit","ideal"],"description":"Bestellung 8841: 2 Artikel"}},` +
+	`"livemode":false,"pending_webhooks":1,"request":{"id":"req_abc123","idempotency_key":"8c1f1b6e-1c1e-4c9e-9d7a-3f0e5f1a2b3c"},"type":"payment_intent.succeeded"}`)
+
+// BenchmarkEmitPayload times sequential emits of a 1.5 KB webhook body,
+// raw (validated as given) and as a Go value (encoded by the engine).
+func BenchmarkEmitPayload(b *testing.B) {
+	var decoded map[string]any
+	if err := json.Unmarshal(webhookPayload, &decoded); err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []struct {
+		name string
+		v    any
+	}{{"raw", webhookPayload}, {"value", decoded}} {
+		b.Run(p.name, func(b *testing.B) {
+			eng, _ := yella.New(yella.Config{Store: memstore.New()})
+			eng.Register(yella.Process{Name: "sink", On: "e", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+			ctx := context.Background()
+			b.SetBytes(int64(len(webhookPayload)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := eng.Emit(ctx, "e", p.v); err != nil {
 					b.Fatal(err)
 				}
 			}

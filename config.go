@@ -31,6 +31,12 @@ type Config struct {
 	// MaxPayloadBytes limits the JSON encoding of emitted payloads, handler
 	// outputs and follow-up payloads. Defaults to 1 MiB.
 	MaxPayloadBytes int
+	// MaxPayloadDepth limits how deep arrays and objects may nest in the
+	// same payloads (and in values given to Ctx.SetContext): payloads come
+	// from outside senders, and every reader of a run decodes them.
+	// Deeper ones are refused with CodeInvalidPayload, as are strings that
+	// are not valid UTF-8. Defaults to DefaultMaxPayloadDepth (100).
+	MaxPayloadDepth int
 	// HandlerTimeout limits one attempt of a handler; a process may override
 	// it. Defaults to 30s; negative disables the limit.
 	HandlerTimeout time.Duration
@@ -55,14 +61,24 @@ type Config struct {
 	AbandonRetries int
 
 	// Retention prunes completed runs (with their timeline and effects) this
-	// long after they completed. Deferred, errored and dead-letter runs are
-	// kept. 0 keeps everything.
+	// long after they completed. Deferred, errored, dead-letter, fenced and
+	// cancelled runs are kept. 0 keeps everything. A pruned run's
+	// idempotency key is kept longer (KeyRetention).
 	Retention time.Duration
+	// KeyRetention is how long an idempotency key is kept after its
+	// emission, independently of Retention: a run's key lasts as long as
+	// the run, and when retention prunes the run the key stays until
+	// KeyRetention has passed since the emission, so a sender retrying
+	// after the run is gone (webhook providers retry for up to 3 days) is
+	// still answered as a duplicate (ReasonProcessed) instead of being
+	// processed twice. Defaults to DefaultKeyRetention (7 days); negative
+	// keeps keys forever.
+	KeyRetention time.Duration
 	// RetentionInterval is how often a retention sweep runs. Defaults to
 	// Retention/2, bounded to [1s, 1m].
 	RetentionInterval time.Duration
-	// RetentionBatch bounds the runs deleted by one store call, so a sweep
-	// never holds the store for long. Defaults to 500.
+	// RetentionBatch bounds the runs (and the kept keys) deleted by one
+	// store call, so a sweep never holds the store for long. Defaults to 500.
 	RetentionBatch int
 	// ObservabilityRetention prunes observability rollups and error records
 	// older than this. Defaults to 7 days; negative keeps them forever.
@@ -81,6 +97,14 @@ type Config struct {
 	Clock Clock
 }
 
+// Defaults of Config fields that callers may want to state or compare.
+const (
+	// DefaultMaxPayloadDepth is the default of Config.MaxPayloadDepth.
+	DefaultMaxPayloadDepth = 100
+	// DefaultKeyRetention is the default of Config.KeyRetention.
+	DefaultKeyRetention = 7 * 24 * time.Hour
+)
+
 func invalid(field, format string, args ...any) error {
 	return &Error{Code: CodeInvalidConfig, Op: "config", Field: field, Msg: fmt.Sprintf(format, args...)}
 }
@@ -94,7 +118,7 @@ func (c Config) withDefaults() (Config, error) {
 	pos := []struct {
 		name string
 		v    int
-	}{{"Concurrency", c.Concurrency}, {"MaxChainDepth", c.MaxChainDepth}, {"MaxPayloadBytes", c.MaxPayloadBytes}, {"RetentionBatch", c.RetentionBatch}}
+	}{{"Concurrency", c.Concurrency}, {"MaxChainDepth", c.MaxChainDepth}, {"MaxPayloadBytes", c.MaxPayloadBytes}, {"MaxPayloadDepth", c.MaxPayloadDepth}, {"RetentionBatch", c.RetentionBatch}}
 	for _, f := range pos {
 		if f.v < 0 {
 			return c, invalid(f.name, "must not be negative, got %d", f.v)
@@ -118,6 +142,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxPayloadBytes == 0 {
 		c.MaxPayloadBytes = 1 << 20
+	}
+	if c.MaxPayloadDepth == 0 {
+		c.MaxPayloadDepth = DefaultMaxPayloadDepth
 	}
 	if c.HandlerTimeout == 0 {
 		c.HandlerTimeout = 30 * time.Second
@@ -150,6 +177,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RetentionBatch == 0 {
 		c.RetentionBatch = 500
+	}
+	if c.KeyRetention == 0 {
+		c.KeyRetention = DefaultKeyRetention
 	}
 	if c.ObservabilityRetention == 0 {
 		c.ObservabilityRetention = 7 * 24 * time.Hour

@@ -69,11 +69,16 @@ func (c *Ctx) Logger() *slog.Logger {
 // SetContext stores key = value in the run's context map, durably, before
 // returning. Follow-up runs start with a copy of the context as it is when
 // this run completes; retries of this run see it too. Setting nil stores
-// JSON null.
+// JSON null. A value is refused like a payload (CodeInvalidPayload) when it
+// nests deeper than Config.MaxPayloadDepth or holds invalid UTF-8.
 func (c *Ctx) SetContext(key string, value any) error {
 	b, err := json.Marshal(value)
 	if err != nil {
 		return &Error{Code: CodeInvalidPayload, Op: "set context", Msg: "value of " + key + " is not JSON-encodable", Err: err}
+	}
+	if err := c.a.e.checkPayload(b); err != nil {
+		err.(*Error).Op = "set context"
+		return err
 	}
 	return c.a.setVar(key, b)
 }

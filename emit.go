@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -16,9 +17,12 @@ type EmitOption func(*emitOpts)
 type emitOpts struct{ key string }
 
 // IdempotencyKey makes the emission idempotent: for each (event, key), each
-// listening process is admitted at most once, ever (while the run is kept).
-// Repeats return the runs admitted before in Emission.Existing. A process
-// dropped at its cap does not consume the key.
+// listening process is admitted at most once while the key is kept, that is
+// as long as its run exists and, once retention has pruned the run, until
+// Config.KeyRetention (7 days by default) has passed since the emission.
+// Repeats return the runs admitted before in Emission.Existing (and, for
+// runs already pruned, in Emission.Pruned too). A process dropped at its
+// cap does not consume the key.
 func IdempotencyKey(key string) EmitOption { return func(o *emitOpts) { o.key = key } }
 
 // Reason says why an emission admitted no new run.
@@ -32,48 +36,79 @@ const (
 	// ReasonAtCapacity: every listener not admitted before is at its
 	// concurrency cap (see Emission.Dropped).
 	ReasonAtCapacity Reason = "at-capacity"
+	// ReasonProcessed: every listener was admitted before under the
+	// idempotency key and each of those runs has since completed and been
+	// pruned by retention; the key is kept (Config.KeyRetention), so the
+	// event is not processed again. Emission.Existing and Emission.Pruned
+	// name the pruned runs.
+	ReasonProcessed Reason = "already-processed"
 )
 
 // Emission reports what an Emit did.
 type Emission struct {
 	Runs     []string // ids of the runs admitted now, one per listener
 	Existing []string // runs admitted earlier under the same idempotency key
-	Dropped  []string // processes at their cap, for which nothing was admitted
-	Reason   Reason   // why no run was admitted now; "" if some were
+	// Pruned lists the runs of Existing that retention has deleted since
+	// they completed: Engine.Run no longer finds them.
+	Pruned []string
+	// Dropped lists the processes at their cap (Process.Overflow) for which
+	// nothing was admitted: the event is lost for them unless emitted
+	// again. Err turns it into an error.
+	Dropped []string
+	Reason  Reason // why no run was admitted now; "" if some were
+}
+
+// Err returns an error with CodeDropped (errors.Is(err, ErrDropped)) naming
+// the processes for which the event was dropped at their cap, or nil when
+// none was. Emit itself does not fail on a drop, because the runs of other
+// listeners were admitted; check Err when every listener matters.
+func (em Emission) Err() error {
+	if len(em.Dropped) == 0 {
+		return nil
+	}
+	return &Error{Code: CodeDropped, Op: "emit", Msg: fmt.Sprintf("event dropped for %s: at the concurrency cap", strings.Join(em.Dropped, ", "))}
 }
 
 // Emit admits one run per process listening to event, atomically, and
-// returns their ids. The payload is encoded as JSON (nil for none) and must
-// fit Config.MaxPayloadBytes. Emitting before Start admits the runs; they
+// returns their ids. The payload is encoded as JSON (nil for none); it must
+// fit Config.MaxPayloadBytes and Config.MaxPayloadDepth, and its strings
+// must be valid UTF-8. Emitting before Start admits the runs; they
 // execute once the engine starts.
 //
 // Errors: CodeUnknownEvent when no process listens, CodePayloadTooLarge,
 // CodeInvalidPayload, CodeStopped after Stop, CodeUnavailable when the
 // store fails. On error nothing is admitted.
 func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...EmitOption) (Emission, error) {
+	em, _, err := e.emit(ctx, event, payload, opts)
+	return em, err
+}
+
+// emit is Emit, also returning what the store knows of the pruned runs.
+func (e *Engine) emit(ctx context.Context, event string, payload any, opts []EmitOption) (Emission, []store.Run, error) {
 	var o emitOpts
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if e.isState(stateStopping) || e.isState(stateStopped) {
-		return Emission{}, &Error{Code: CodeStopped, Op: "emit", Msg: "engine is stopped"}
+		return Emission{}, nil, &Error{Code: CodeStopped, Op: "emit", Msg: "engine is stopped"}
 	}
 	targets := e.listeners(event)
 	if len(targets) == 0 {
-		return Emission{}, &Error{Code: CodeUnknownEvent, Op: "emit", Msg: "no process listens to " + quote(event)}
+		return Emission{}, nil, &Error{Code: CodeUnknownEvent, Op: "emit", Msg: "no process listens to " + quote(event)}
 	}
 	enc, err := e.encodePayload(payload)
 	if err != nil {
 		err.(*Error).Op = "emit"
-		return Emission{}, err
+		return Emission{}, nil, err
 	}
 	res, err := e.store.Admit(ctx, store.Admission{
 		Event: event, Payload: enc, IdempotencyKey: o.key, Runs: newRuns(targets), Now: e.clock.Now(),
 	})
 	if err != nil {
-		return Emission{}, storeErr("emit", "", err)
+		return Emission{}, nil, storeErr("emit", "", err)
 	}
-	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing)}
+	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing), Pruned: runIDs(res.Pruned)}
+	em.Existing = append(em.Existing, em.Pruned...)
 	for i := range res.Admitted {
 		e.enqueue(itemOf(&res.Admitted[i]))
 	}
@@ -84,32 +119,38 @@ func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...Em
 		em.Dropped = append(em.Dropped, d.Process)
 		e.publishDrop(event, d.Process, "")
 	}
-	if len(em.Runs) == 0 {
+	switch {
+	case len(em.Runs) > 0:
+	case len(em.Dropped) > 0:
 		em.Reason = ReasonAtCapacity
-		if len(em.Dropped) == 0 {
-			em.Reason = ReasonDuplicate
-		}
+	case len(res.Existing) == 0:
+		em.Reason = ReasonProcessed
+	default:
+		em.Reason = ReasonDuplicate
 	}
-	return em, nil
+	return em, res.Pruned, nil
 }
 
 func (e *Engine) publishDrop(event, process, correlation string) {
 	e.publish(Event{Type: RunDropped, EventName: event, Process: process, CorrelationID: correlation,
-		Error: "process " + process + " is at its concurrency cap"})
+		Code: CodeDropped, Error: "process " + process + " is at its concurrency cap"})
+	e.drops.note(e, process, event)
 }
 
 // EmitAndWait emits and waits until every run of the chains it admitted
 // (and, for a repeated idempotency key, of the runs admitted before) is
-// finished: completed, deferred, errored, dead or fenced. It returns the
-// root runs as they ended. Delayed retries are waited for; ctx bounds the
-// wait (an error with CodeDrainTimeout).
+// finished: completed, deferred, errored, dead, fenced or cancelled. It
+// returns the root runs as they ended. A run admitted before and already
+// pruned by retention is returned as the store kept it: ID, Process, Event,
+// IdempotencyKey, CreatedAt and Status completed. Delayed retries are
+// waited for; ctx bounds the wait (an error with CodeDrainTimeout).
 func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opts ...EmitOption) ([]Run, error) {
-	em, err := e.Emit(ctx, event, payload, opts...)
+	em, pruned, err := e.emit(ctx, event, payload, opts)
 	if err != nil {
 		return nil, err
 	}
-	ids := append(append([]string(nil), em.Runs...), em.Existing...)
-	out := make([]Run, 0, len(ids))
+	ids := append(append([]string(nil), em.Runs...), em.Existing[:len(em.Existing)-len(pruned)]...)
+	out := make([]Run, 0, len(ids)+len(pruned))
 	for _, id := range ids {
 		r, err := e.store.Run(ctx, id)
 		if err != nil {
@@ -127,21 +168,23 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 		}
 		out = append(out, r)
 	}
-	return out, nil
+	return append(out, pruned...), nil
 }
 
-// encodePayload encodes v as JSON and checks its size. nil encodes to nil
-// (no payload); a json.RawMessage is used as is after validation.
+// encodePayload encodes v as JSON and checks it: at most
+// Config.MaxPayloadBytes, nested at most Config.MaxPayloadDepth deep, and
+// valid UTF-8 in every string, so that whatever is admitted reads back
+// with any strict JSON parser. nil encodes to nil (no payload); a
+// json.RawMessage is used as it is once checked. The check is one pass over
+// the encoded bytes.
 func (e *Engine) encodePayload(v any) (json.RawMessage, error) {
 	var b []byte
+	raw := false
 	switch x := v.(type) {
 	case nil:
 		return nil, nil
 	case json.RawMessage:
-		if !json.Valid(x) {
-			return nil, &Error{Code: CodeInvalidPayload, Msg: "payload is not valid JSON"}
-		}
-		b = append([]byte(nil), x...)
+		b, raw = x, true
 	default:
 		var err error
 		if b, err = json.Marshal(v); err != nil {
@@ -151,7 +194,28 @@ func (e *Engine) encodePayload(v any) (json.RawMessage, error) {
 	if len(b) > e.cfg.MaxPayloadBytes {
 		return nil, &Error{Code: CodePayloadTooLarge, Msg: fmt.Sprintf("payload exceeds max size: %d bytes > %d", len(b), e.cfg.MaxPayloadBytes)}
 	}
+	if err := e.checkPayload(b); err != nil {
+		return nil, err
+	}
+	if raw {
+		b = append([]byte(nil), b...)
+	}
 	return b, nil
+}
+
+// checkPayload refuses JSON that is malformed, holds invalid UTF-8 or
+// nests deeper than Config.MaxPayloadDepth, with CodeInvalidPayload.
+func (e *Engine) checkPayload(b []byte) error {
+	pe := checkJSON(b, e.cfg.MaxPayloadDepth)
+	switch {
+	case pe == nil:
+		return nil
+	case pe.deep:
+		return &Error{Code: CodeInvalidPayload, Msg: fmt.Sprintf("payload nests deeper than %d levels (at byte %d)", e.cfg.MaxPayloadDepth, pe.off)}
+	case pe.what == "invalid UTF-8":
+		return &Error{Code: CodeInvalidPayload, Msg: fmt.Sprintf("payload is not valid UTF-8 (byte 0x%02x at offset %d, in a string)", b[pe.off], pe.off)}
+	}
+	return &Error{Code: CodeInvalidPayload, Msg: fmt.Sprintf("payload is not valid JSON: %s at byte %d", pe.what, pe.off)}
 }
 
 func newRuns(targets []*registered) []store.NewRun {

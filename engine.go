@@ -34,6 +34,7 @@ type Engine struct {
 	rec     *obs.Recorder
 	metrics counters
 	subs    subscribers
+	drops   dropLog
 
 	// io is the context of store calls: never cancelled, so that a hard stop
 	// can still record what it abandons.
@@ -231,7 +232,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		}
 	})
 	e.every(e.cfg.FlushInterval, func() { e.flush(e.clock.Now()) })
-	if e.cfg.Retention > 0 || e.cfg.ObservabilityRetention > 0 {
+	if e.cfg.Retention > 0 || e.cfg.ObservabilityRetention > 0 || e.cfg.KeyRetention > 0 {
 		e.every(e.cfg.RetentionInterval, e.prune)
 	}
 	e.log.Info("engine started", "owner", e.owner)
@@ -312,6 +313,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 		e.state = stateStopped
 		close(e.stopped)
 		e.mu.Unlock()
+		e.drops.flush(e, true) // emits before Start may have dropped events
 		return nil
 	case stateStopping, stateStopped:
 		e.mu.Unlock()
@@ -528,11 +530,13 @@ func (e *Engine) afterFailure(r *store.Run, ev Event, msg string, code Code) {
 	}
 }
 
-// flush writes the rollups of buckets closed by before (all if zero).
+// flush writes the rollups of buckets closed by before (all if zero), and
+// the drop log lines owed (all of them if before is zero: the final flush).
 func (e *Engine) flush(before time.Time) {
 	if err := e.rec.Flush(e.io, e.store, before); err != nil {
 		e.log.Warn("observability flush failed; kept for the next one", "err", err)
 	}
+	e.drops.flush(e, before.IsZero())
 }
 
 func (e *Engine) prune() {
@@ -552,9 +556,22 @@ func (e *Engine) prune() {
 		}
 		e.metrics.pruned.Add(int64(n))
 		if n < req.Limit {
-			return
+			break
 		}
 		req.ObservabilityBefore = time.Time{}
+	}
+	if e.cfg.KeyRetention <= 0 {
+		return
+	}
+	for range 100 {
+		n, err := e.store.PruneKeys(e.io, now.Add(-e.cfg.KeyRetention), e.cfg.RetentionBatch)
+		if err != nil {
+			e.internalError("key retention", err)
+			return
+		}
+		if n < e.cfg.RetentionBatch {
+			return
+		}
 	}
 }
 

@@ -42,6 +42,9 @@ const (
 	CodeCancelled Code = "CANCELLED"
 	// CodeNotAdmitted: a follow-up event admitted no run.
 	CodeNotAdmitted Code = "NOT_ADMITTED"
+	// CodeDropped: an emitted event was dropped for a process at its
+	// concurrency cap (Process.Overflow); see Emission.Err.
+	CodeDropped Code = "DROPPED"
 	// CodeEffectFenced: an effect was found started by an attempt that is
 	// gone; its outcome is unknown.
 	CodeEffectFenced Code = "EFFECT_FENCED"
@@ -118,6 +121,7 @@ var (
 	ErrEffectFenced     = &Error{Code: CodeEffectFenced}
 	ErrEffectInProgress = &Error{Code: CodeEffectInProgress}
 	ErrNotAdmitted      = &Error{Code: CodeNotAdmitted}
+	ErrDropped          = &Error{Code: CodeDropped}
 	ErrHandlerTimeout   = &Error{Code: CodeHandlerTimeout}
 	ErrCancelled        = &Error{Code: CodeCancelled}
 	ErrUnavailable      = &Error{Code: CodeUnavailable}

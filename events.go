@@ -24,7 +24,7 @@ const (
 	RunDead        EventType = "run:dead"     // the retry budget is exhausted (followed by run:error)
 	RunFenced      EventType = "run:fenced"   // an effect of unknown outcome stopped the run (followed by run:error)
 	RunResume      EventType = "run:resume"   // a deferred run released its follow-up
-	RunCancel      EventType = "run:cancel"   // an operator cancelled the run
+	RunCancel      EventType = "run:cancel"   // an operator cancelled the run (now cancelled; not a run:error)
 	RunRetryAsked  EventType = "run:retry-manual"
 	RunRequeue     EventType = "run:requeue" // an operator requeued a dead letter
 	RunDepth       EventType = "run:depth-exceeded"

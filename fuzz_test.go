@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/store/memstore"
@@ -36,21 +38,23 @@ func fuzzEngine(f *testing.F) *yella.Engine {
 }
 
 // FuzzEmitPayload: any bytes offered as a raw JSON payload are either
-// refused with CodeInvalidPayload and admit nothing, or admitted and
-// stored as the same JSON value; the typed handler then completes or fails
+// refused with CodeInvalidPayload and admit nothing (not JSON, not valid
+// UTF-8, or nested deeper than the default limit), or admitted and stored
+// as the same JSON value; the typed handler then completes or fails
 // the run with CodeSchemaValidationFailed. Nothing panics or hangs.
 func FuzzEmitPayload(f *testing.F) {
 	for _, s := range []string{`{"id":"a","qty":2,"items":["x"]}`, `{"qty":"two"}`, `null`, `[]`, `"s"`, `{"id":`, "\xff", `{"qty":1e400}`,
-		`{"qty":9223372036854775808}`, `{"a":{"b":{"c":[1,2,{"d":null}]}}}`, ` {"id" : "\u00e9"} `, ``} {
+		`{"qty":9223372036854775808}`, `{"a":{"b":{"c":[1,2,{"d":null}]}}}`, ` {"id" : "\u00e9"} `, ``,
+		"{\"id\":\"\xff\xfe\"}", strings.Repeat("[", 101) + strings.Repeat("]", 101)} {
 		f.Add([]byte(s))
 	}
 	eng := fuzzEngine(f)
 	ctx := context.Background()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		runs, err := eng.EmitAndWait(ctx, "ev", json.RawMessage(data))
-		if !json.Valid(data) {
+		if !json.Valid(data) || !utf8.Valid(data) || jsonDepth(data) > yella.DefaultMaxPayloadDepth {
 			if yella.CodeOf(err) != yella.CodeInvalidPayload {
-				t.Fatalf("invalid JSON %q: %v, want %s", data, err, yella.CodeInvalidPayload)
+				t.Fatalf("invalid payload %q: %v, want %s", data, err, yella.CodeInvalidPayload)
 			}
 			return
 		}
@@ -71,6 +75,26 @@ func FuzzEmitPayload(f *testing.F) {
 			t.Fatalf("run ended %s (%s: %s), want completed or a schema validation failure", r.Status, r.ErrorCode, r.Error)
 		}
 	})
+}
+
+// jsonDepth is the deepest nesting of arrays and objects in a valid JSON text.
+func jsonDepth(b []byte) int {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	depth, deepest := 0, 0
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return deepest
+		}
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+			deepest = max(deepest, depth)
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+	}
 }
 
 // sameJSON compares two JSON texts as values, numbers by their text (so

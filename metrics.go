@@ -37,7 +37,7 @@ type Totals struct {
 type ProcessMetrics struct {
 	Event       string
 	Concurrency int   // 0: no cap
-	QueueLimit  int   // runs that may wait beyond the cap
+	QueueLimit  int   // runs that may wait beyond the cap (0 without a cap)
 	InFlight    int   // attempts executing in this engine now
 	Dropped     int64 // events dropped at the cap since the engine was created
 }
@@ -143,7 +143,7 @@ func (e *Engine) Metrics(ctx context.Context) (Metrics, error) {
 	e.regMu.RLock()
 	for name, p := range e.procs {
 		m.Processes[name] = ProcessMetrics{
-			Event: p.On, Concurrency: p.Concurrency, QueueLimit: p.Overflow.queue,
+			Event: p.On, Concurrency: p.Concurrency, QueueLimit: p.queueLimit(),
 			InFlight: st.ByProcess[name], Dropped: drops[name],
 		}
 	}

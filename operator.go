@@ -10,13 +10,17 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-// Cancel stops an idle or running run: it becomes errored with
-// CodeCancelled at once. A running handler's context is cancelled and its
-// later writes are fenced. Finished runs give CodeInvalidRunState.
+// cancelledMsg is the error of a cancelled run.
+const cancelledMsg = "cancelled by an operator"
+
+// Cancel stops an idle or running run: it becomes cancelled (error code
+// CodeCancelled) at once, with no retry scheduled. A running handler's
+// context is cancelled and its later writes are fenced. Finished runs give
+// CodeInvalidRunState. Retry runs a cancelled run again.
 func (e *Engine) Cancel(ctx context.Context, runID string) (Run, error) {
 	res, err := e.store.Update(ctx, store.Update{
 		RunID: runID, Now: e.clock.Now(), From: []store.Status{store.StatusIdle, store.StatusRunning},
-		To: store.StatusErrored, Error: "cancelled", ErrorCode: string(CodeCancelled), Note: "cancelled",
+		To: store.StatusCancelled, Error: cancelledMsg, ErrorCode: string(CodeCancelled), Note: "cancelled",
 	})
 	if err != nil {
 		return Run{}, storeErr("cancel", runID, err)
@@ -30,19 +34,19 @@ func (e *Engine) Cancel(ctx context.Context, runID string) (Run, error) {
 		}
 	}
 	ev := runEvent(&res.Run)
-	ev.Error, ev.Code = "cancelled", CodeCancelled
+	ev.Error, ev.Code = cancelledMsg, CodeCancelled
 	e.publish(with(ev, RunCancel))
 	return res.Run, nil
 }
 
-// Retry moves an errored, dead-letter or fenced run back to idle. Effects
-// left started are cleared, so their bodies run again: the operator accepts
-// that they may have happened. The attempt count is kept (a dead letter
+// Retry moves an errored, dead-letter, fenced or cancelled run back to
+// idle. Effects left started are cleared, so their bodies run again: the
+// operator accepts that they may have happened. The attempt count is kept (a dead letter
 // retried this way fails straight back to the dead letters); use
 // RequeueDead to restore the full retry budget.
 func (e *Engine) Retry(ctx context.Context, runID string) (Run, error) {
 	return e.requeue(ctx, "retry", store.Update{
-		RunID: runID, From: []store.Status{store.StatusErrored, store.StatusDead, store.StatusFenced},
+		RunID: runID, From: []store.Status{store.StatusErrored, store.StatusDead, store.StatusFenced, store.StatusCancelled},
 		To: store.StatusIdle, ClearStartedEffects: true, Note: "manual retry",
 	}, RunRetryAsked)
 }

@@ -19,13 +19,17 @@ type Process struct {
 	// event graph. Optional; undeclared follow-ups still work.
 	Emits []string
 
-	// Concurrency caps this process's runs. With the default Drop overflow
-	// it caps active runs (idle or running) at admission, as the original
-	// engine did: events beyond it are dropped, counted and reported. With
-	// Queue(n) at most Concurrency run at once and up to n more wait.
-	// 0 means no cap.
+	// Concurrency caps this process's runs: at most Concurrency run at once,
+	// and Overflow says how many more may wait. 0 means no cap.
 	Concurrency int
-	// Overflow says what happens to events beyond the cap. Defaults to Drop.
+	// Overflow says what happens to events beyond the cap. The default (the
+	// zero value) is a bounded queue: up to DefaultQueueLimit (1000) runs
+	// wait beyond the cap, like Queue(1000), and only events beyond that are
+	// dropped. Queue(n) sets another bound; Drop admits nothing beyond the
+	// cap. A dropped event is never silent: Emit reports it
+	// (Emission.Dropped, Emission.Err), it is counted (Metrics), published
+	// (run:drop) and logged at warn level, at most once per process every
+	// 10 seconds with the number dropped since the last line.
 	Overflow Overflow
 	// Retry overrides the engine's retry policy for this process.
 	Retry *Retry
@@ -36,20 +40,58 @@ type Process struct {
 }
 
 // Overflow is a per-process policy for events beyond its Concurrency cap.
+// The zero value is the default: Queue(DefaultQueueLimit).
 type Overflow struct {
+	mode  overflowMode
 	queue int
 }
 
-// Drop admits nothing beyond the cap: the event is dropped for that
-// process, counted, and reported by Emit and a run:drop event.
-var Drop = Overflow{}
+type overflowMode uint8
+
+const (
+	overflowDefault overflowMode = iota
+	overflowDrop
+	overflowQueue
+)
+
+// DefaultQueueLimit is how many runs may wait beyond a process's
+// Concurrency cap when its Overflow is left unset.
+const DefaultQueueLimit = 1000
+
+// Drop admits nothing beyond the cap: while Concurrency runs of the process
+// are active (idle or running), an event is dropped for it, as the original
+// engine did. The drop is reported by Emit, counted, published (run:drop)
+// and logged.
+var Drop = Overflow{mode: overflowDrop}
 
 // Queue lets up to limit runs wait beyond the cap; only events beyond that
-// are dropped. Queued runs are durable like any other.
-func Queue(limit int) Overflow { return Overflow{queue: limit} }
+// are dropped (and reported as with Drop). Queued runs are durable like any
+// other. Queue(0) is Drop.
+func Queue(limit int) Overflow { return Overflow{mode: overflowQueue, queue: limit} }
 
-// QueueLimit reports how many runs may wait beyond the cap (0 for Drop).
-func (o Overflow) QueueLimit() int { return o.queue }
+// QueueLimit reports how many runs may wait beyond the cap: 0 for Drop,
+// DefaultQueueLimit for the default. It applies only to a process with a
+// Concurrency cap.
+func (o Overflow) QueueLimit() int {
+	switch o.mode {
+	case overflowDrop:
+		return 0
+	case overflowQueue:
+		return o.queue
+	}
+	return DefaultQueueLimit
+}
+
+// String names the policy: "drop", "queue(n)" or "default (queue(1000))".
+func (o Overflow) String() string {
+	switch o.mode {
+	case overflowDrop:
+		return "drop"
+	case overflowQueue:
+		return fmt.Sprintf("queue(%d)", o.queue)
+	}
+	return fmt.Sprintf("default (queue(%d))", DefaultQueueLimit)
+}
 
 // Retry is a retry policy for thrown errors (Ctx.Error, a returned error, a
 // panic or a timeout) and for abandoned attempts. Failures returned with
@@ -108,7 +150,15 @@ func (p *registered) admitLimit() int {
 	if p.Concurrency <= 0 {
 		return 0
 	}
-	return p.Concurrency + p.Overflow.queue
+	return p.Concurrency + p.Overflow.QueueLimit()
+}
+
+// queueLimit is how many runs may wait beyond the cap (0 without a cap).
+func (p *registered) queueLimit() int {
+	if p.Concurrency <= 0 {
+		return 0
+	}
+	return p.Overflow.QueueLimit()
 }
 
 func validateProcess(p Process) error {
@@ -126,7 +176,7 @@ func validateProcess(p Process) error {
 		return bad("Concurrency", "must not be negative, got %d (process %q)", p.Concurrency, p.Name)
 	case p.Overflow.queue < 0:
 		return bad("Overflow", "queue limit must not be negative, got %d (process %q)", p.Overflow.queue, p.Name)
-	case p.Overflow.queue > 0 && p.Concurrency == 0:
+	case p.Overflow.mode == overflowQueue && p.Overflow.queue > 0 && p.Concurrency == 0:
 		return bad("Overflow", "a queue needs a Concurrency cap (process %q)", p.Name)
 	}
 	if p.Retry != nil {

@@ -37,6 +37,7 @@ const (
 	StatusErrored   = store.StatusErrored
 	StatusDead      = store.StatusDead
 	StatusFenced    = store.StatusFenced
+	StatusCancelled = store.StatusCancelled
 
 	StateIdle      = store.StateIdle
 	StateRunning   = store.StateRunning
@@ -57,7 +58,7 @@ const (
 type RunQuery struct {
 	Process       string
 	Event         string
-	Status        []Status // any of these
+	Status        []Status // any of these; repeats are ignored
 	State         State    // a raw state: adds the statuses that refine it
 	RootOnly      bool
 	CorrelationID string
@@ -94,6 +95,9 @@ func (q RunQuery) filter() (store.RunFilter, error) {
 		}
 		f.Statuses = append(f.Statuses, ss...)
 	}
+	// A repeated status would only repeat work (and, in a store that
+	// queries status by status, rows); every status at once filters nothing.
+	f.Statuses = store.UniqueStatuses(f.Statuses)
 	if q.Order != NewestFirst && q.Order != OldestFirst {
 		return f, badQuery("unknown order %d", q.Order)
 	}

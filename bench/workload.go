@@ -275,7 +275,9 @@ func (w *Workload) Register(eng *yella.Engine) error {
 	for _, st := range steps {
 		run, then := st.run, follow[st.name]
 		err := eng.Register(yella.Process{
-			Name: st.name, On: st.on, Emits: st.emits, Concurrency: st.cap, Retry: retry,
+			// Drop beyond a cap, as the original engine does: the
+			// scenarios reproduce its results, drops included.
+			Name: st.name, On: st.on, Emits: st.emits, Concurrency: st.cap, Overflow: yella.Drop, Retry: retry,
 			Run: yella.Handle(func(c *yella.Ctx, in payload) yella.Result {
 				m := w.current()
 				if w.zero { // capacity: the same shape, no latency, no failures

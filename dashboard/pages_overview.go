@@ -63,7 +63,7 @@ type overviewData struct {
 }
 
 var cardStatuses = []yella.Status{yella.StatusRunning, yella.StatusIdle, yella.StatusDeferred, yella.StatusCompleted,
-	yella.StatusErrored, yella.StatusDead, yella.StatusFenced}
+	yella.StatusErrored, yella.StatusDead, yella.StatusFenced, yella.StatusCancelled}
 
 func (s *server) overview(w http.ResponseWriter, r *http.Request) {
 	q, err := url.ParseQuery(r.URL.RawQuery)

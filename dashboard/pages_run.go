@@ -75,7 +75,7 @@ func actionsFor(r yella.Run, effs []yella.EffectRecord) actions {
 		a.Cancel = true
 	case yella.StatusDeferred:
 		a.Resume = true
-	case yella.StatusErrored:
+	case yella.StatusErrored, yella.StatusCancelled:
 		a.Retry = true
 	case yella.StatusDead:
 		a.Retry, a.Requeue = true, true

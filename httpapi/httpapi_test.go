@@ -59,7 +59,7 @@ func newFixture(t *testing.T) *fixture {
 			return c.Defer("post:approved", map[string]string{"title": "Launch"})
 		}},
 		{Name: "publish", On: "post:approved", Run: func(c *yella.Ctx) yella.Result { return c.OK("published") }},
-		{Name: "capped", On: "capped", Concurrency: 1, Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }},
+		{Name: "capped", On: "capped", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }},
 	}
 	for _, p := range procs {
 		if err := eng.Register(p); err != nil {

@@ -41,7 +41,7 @@ func (a *API) processes(w http.ResponseWriter, r *http.Request) {
 	for _, p := range a.eng.Processes() {
 		pm := m.Processes[p.Name]
 		out.Processes = append(out.Processes, Process{Name: p.Name, On: p.On, Emits: p.Emits, Concurrency: p.Concurrency,
-			QueueLimit: p.Overflow.QueueLimit(), InFlight: pm.InFlight, Dropped: pm.Dropped})
+			QueueLimit: pm.QueueLimit, InFlight: pm.InFlight, Dropped: pm.Dropped})
 	}
 	sort.Slice(out.Processes, func(i, j int) bool { return out.Processes[i].Name < out.Processes[j].Name })
 	for _, e := range a.eng.Graph().Edges {

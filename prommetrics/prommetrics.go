@@ -151,7 +151,7 @@ func (x *Exporter) observe(ev yella.Event) {
 type scrape Exporter
 
 var (
-	descQueue    = prometheus.NewDesc("yella_queue_runs", "Persisted runs by status.", []string{"status"}, nil)
+	descQueue    = prometheus.NewDesc("yella_queue_runs", "Persisted runs by status: idle, running, completed, deferred, errored, dead-letter, fenced, cancelled.", []string{"status"}, nil)
 	descInFlight = prometheus.NewDesc("yella_inflight_runs", "Attempts executing in this engine, by process.", []string{"process"}, nil)
 	descCap      = prometheus.NewDesc("yella_process_concurrency_limit", "Per-process concurrency cap (0: none).", []string{"process"}, nil)
 	descSlots    = prometheus.NewDesc("yella_dispatcher_runs", "This engine's in-memory view: ready, delayed, running; and slots.", []string{"kind"}, nil)

@@ -30,7 +30,7 @@ func TestExporter(t *testing.T) {
 	}})
 	eng.Register(yella.Process{Name: "bad", On: "b", Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(time.Millisecond)},
 		Run: func(c *yella.Ctx) yella.Result { return c.Error(errors.New("boom")) }})
-	eng.Register(yella.Process{Name: "capped", On: "c", Concurrency: 1, Run: func(c *yella.Ctx) yella.Result {
+	eng.Register(yella.Process{Name: "capped", On: "c", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result {
 		time.Sleep(20 * time.Millisecond)
 		return c.OK(nil)
 	}})
@@ -44,6 +44,11 @@ func TestExporter(t *testing.T) {
 	})
 	defer x.Close()
 	ctx := context.Background()
+	eng.Register(yella.Process{Name: "later", On: "d", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+	em, _ := eng.Emit(ctx, "d", nil) // cancelled before it runs
+	if _, err := eng.Cancel(ctx, em.Runs[0]); err != nil {
+		t.Fatal(err)
+	}
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +77,9 @@ func TestExporter(t *testing.T) {
 		`yella_runs_total{event="dead_letter",process="bad"} 1`,
 		`yella_queue_runs{status="completed"} 4`,
 		`yella_queue_runs{status="dead-letter"} 1`,
+		`yella_queue_runs{status="cancelled"} 1`,
+		`yella_queue_runs{status="errored"} 0`,
+		`yella_runs_total{event="cancelled",process="later"} 1`,
 		`yella_drops_total{process="capped"} 1`,
 		`yella_run_duration_seconds_count{outcome="completed",process="ok"} 3`,
 		`yella_effect_duration_seconds_count{outcome="completed",process="ok"} 3`,

@@ -23,6 +23,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 )
 
@@ -72,12 +73,13 @@ const (
 )
 
 // Status is the operator-facing classification of a run. It refines State:
-// a deferred run is completed, a dead-letter or fenced run is errored.
+// a deferred run is completed; a dead-letter, fenced or cancelled run is
+// errored.
 // Stores persist the status; the state is derived from it.
 type Status string
 
-// Statuses. Deferred, dead-letter and fenced refine the raw states completed,
-// errored and errored.
+// Statuses. Deferred refines the raw state completed; dead-letter, fenced
+// and cancelled refine errored.
 const (
 	StatusIdle      Status = "idle"
 	StatusRunning   Status = "running"
@@ -91,10 +93,13 @@ const (
 	// attempt that is gone; its outcome is unknown and an operator decides
 	// whether to run it again or record it as done.
 	StatusFenced Status = "fenced"
+	// StatusCancelled: stopped by an operator while idle or running. It is
+	// final until an operator retries it.
+	StatusCancelled Status = "cancelled"
 )
 
 // Statuses lists every status in display order.
-var Statuses = []Status{StatusIdle, StatusRunning, StatusCompleted, StatusDeferred, StatusErrored, StatusDead, StatusFenced}
+var Statuses = []Status{StatusIdle, StatusRunning, StatusCompleted, StatusDeferred, StatusErrored, StatusDead, StatusFenced, StatusCancelled}
 
 // State returns the raw state a status refines.
 func (s Status) State() State {
@@ -120,6 +125,38 @@ func (s Status) Valid() bool {
 	return false
 }
 
+// UniqueStatuses returns ss without repeats, in first-seen order (ss
+// itself when it has none). A filter on every status filters nothing, so a
+// set holding all of Statuses comes back nil.
+func UniqueStatuses(ss []Status) []Status {
+	if len(ss) < 2 {
+		return ss
+	}
+	out := make([]Status, 0, min(len(ss), len(Statuses)))
+	var seen map[Status]bool // for long lists; short ones are scanned
+	if len(ss) > 16 {
+		seen = make(map[Status]bool, len(Statuses))
+	}
+	for _, s := range ss {
+		if seen != nil {
+			if seen[s] {
+				continue
+			}
+			seen[s] = true
+		} else if slices.Contains(out, s) {
+			continue
+		}
+		out = append(out, s)
+	}
+	if len(out) == len(Statuses) && !slices.ContainsFunc(out, func(s Status) bool { return !s.Valid() }) {
+		return nil
+	}
+	if len(out) == len(ss) {
+		return ss
+	}
+	return out
+}
+
 // Active reports whether a run with this status still has work to do
 // (idle or running).
 func (s Status) Active() bool { return s == StatusIdle || s == StatusRunning }
@@ -134,7 +171,7 @@ func StatusesOf(st State) []Status {
 	case StateCompleted:
 		return []Status{StatusCompleted, StatusDeferred}
 	case StateErrored:
-		return []Status{StatusErrored, StatusDead, StatusFenced}
+		return []Status{StatusErrored, StatusDead, StatusFenced, StatusCancelled}
 	}
 	return nil
 }
@@ -168,7 +205,7 @@ type Run struct {
 
 	CreatedAt   time.Time // admission time
 	StartedAt   time.Time // start of the latest attempt
-	CompletedAt time.Time // when it became completed/deferred/errored/dead/fenced
+	CompletedAt time.Time // when it became completed/deferred/errored/dead/fenced/cancelled
 	Version     string    // handler version of the latest attempt
 }
 
@@ -239,6 +276,11 @@ type AdmitResult struct {
 	Admitted []Run    // created, idle, in the order of Admission.Runs
 	Existing []Run    // already admitted earlier under the same idempotency key
 	Dropped  []NewRun // at their cap; nothing reserved for them
+	// Pruned: admitted earlier under the same idempotency key, by a run that
+	// retention has since deleted (see PruneKeys). Nothing is admitted for
+	// them. Only ID, Process, Event, IdempotencyKey, CreatedAt and Status
+	// are set; Status is completed, the only status retention deletes.
+	Pruned []Run
 }
 
 // ClaimRequest claims idle runs for execution.
@@ -284,7 +326,7 @@ type Update struct {
 	Error     string          // stored (replacing the previous one); "" clears it
 	ErrorCode string
 	Then      string    // follow-up event (completed: emitted; deferred: held)
-	RetryAt   time.Time // To idle: not claimable before this time
+	RetryAt   time.Time // To idle: not claimable before this time; any other To clears it
 	Note      string    // timeline note
 	Version   string    // handler version of the attempt, stored when not empty
 
@@ -341,9 +383,9 @@ const (
 type RunFilter struct {
 	Process       string
 	Event         string
-	Statuses      []Status // any of these
+	Statuses      []Status // any of these; repeats are ignored
 	RootOnly      bool
-	CorrelationID string
+	CorrelationID string // runs of the chain whose root has this id
 	Order         Order
 	// After is the Seq of the last run of the previous page (0: first page).
 	After int64
@@ -379,7 +421,8 @@ type ErrorRecord struct {
 type PruneRequest struct {
 	// CompletedBefore prunes completed (not deferred) runs whose completion
 	// is older than this, with their timelines and effects, leaves first: a
-	// run with a remaining child is kept until its children are gone.
+	// run with a remaining child is kept until its children are gone. A
+	// pruned run's idempotency key is kept (see Store.PruneKeys).
 	CompletedBefore time.Time
 	// ObservabilityBefore prunes rollups and error records older than this.
 	ObservabilityBefore time.Time
@@ -391,8 +434,9 @@ type PruneRequest struct {
 // for concurrent use.
 type Store interface {
 	// Admit creates the runs of one emission atomically. With an idempotency
-	// key, each (event, key, process) admits at most one run ever: processes
-	// admitted before are returned in Existing and not admitted again, and a
+	// key, each (event, key, process) admits at most one run while its key
+	// is kept: processes admitted before are returned in Existing (or, once
+	// Prune has deleted their run, in Pruned) and not admitted again, and a
 	// process dropped at its cap reserves nothing, so a later emission with
 	// the same key can still admit it. Follow-up admissions (ParentID set)
 	// must name an existing parent.
@@ -441,6 +485,9 @@ type Store interface {
 	// CountRuns counts runs matching f (ignoring Order, After and Limit).
 	CountRuns(ctx context.Context, f RunFilter) (int64, error)
 	// Chain returns every run sharing a correlation id, by depth then Seq.
+	// Only a root's id is a correlation id: the id of a follow-up run
+	// names no chain (an empty result), and neither does it as
+	// RunFilter.CorrelationID.
 	Chain(ctx context.Context, correlationID string) ([]Run, error)
 	// Timeline returns a run's transitions in order (ErrNotFound for an
 	// unknown run).
@@ -464,8 +511,15 @@ type Store interface {
 	Errors(ctx context.Context, from, to time.Time, limit int) ([]ErrorRecord, error)
 
 	// Prune deletes one batch of old records and reports how many runs it
-	// deleted.
+	// deleted. The idempotency key of a deleted run is kept, in the same
+	// transaction, until PruneKeys deletes it.
 	Prune(ctx context.Context, p PruneRequest) (int, error)
+
+	// PruneKeys deletes up to limit kept idempotency keys of pruned runs
+	// that were admitted before the given time, and reports how many it
+	// deleted. A live run's key is never deleted: it lasts as long as its
+	// run, and then until PruneKeys passes its admission time.
+	PruneKeys(ctx context.Context, admittedBefore time.Time, limit int) (int, error)
 
 	// Close releases the store. Calls after Close return ErrClosed.
 	Close() error

@@ -99,10 +99,11 @@ func (m *model) due() {
 // allowed is the graph of status transitions a timeline may show.
 var allowed = map[store.Status][]store.Status{
 	"":                    {store.StatusIdle},
-	store.StatusIdle:      {store.StatusRunning, store.StatusErrored},
+	store.StatusIdle:      {store.StatusRunning, store.StatusCancelled},
 	store.StatusRunning:   {store.StatusCompleted, store.StatusErrored, store.StatusIdle, store.StatusDead},
 	store.StatusErrored:   {store.StatusIdle},
 	store.StatusDead:      {store.StatusIdle},
+	store.StatusCancelled: {store.StatusIdle},
 	store.StatusCompleted: {},
 }
 
@@ -305,12 +306,12 @@ func modelMachine(kind string, steps *int) func(*rapid.T) {
 					t.Fatalf("cancel an idle run: %v", err)
 				}
 				// Cancel beats the pending retry.
-				r.status, r.retryAt, r.code = store.StatusErrored, time.Time{}, string(yella.CodeCancelled)
+				r.status, r.retryAt, r.code = store.StatusCancelled, time.Time{}, string(yella.CodeCancelled)
 			},
 			"Retry": func(t *rapid.T) {
 				id, r := pick(t, nil)
 				_, err := h.eng.Retry(ctx, id)
-				if r.status != store.StatusErrored && r.status != store.StatusDead {
+				if r.status != store.StatusErrored && r.status != store.StatusDead && r.status != store.StatusCancelled {
 					expectState(t, "retry", err)
 					return
 				}

@@ -207,7 +207,7 @@
 
   const LABELS = {
     'run:admitted': ['admitted', 'idle'], 'run:retry': ['retry scheduled', 'idle'], 'run:dead': ['dead letter', 'dead-letter'],
-    'run:fenced': ['fenced', 'fenced'], 'run:resume': ['resumed', 'deferred'], 'run:cancel': ['cancelled', 'errored'],
+    'run:fenced': ['fenced', 'fenced'], 'run:resume': ['resumed', 'deferred'], 'run:cancel': ['cancelled', 'cancelled'],
     'run:retry-manual': ['retried', 'idle'], 'run:requeue': ['requeued', 'idle'], 'run:drop': ['dropped', 'fenced'],
     'run:depth-exceeded': ['too deep', 'errored'], 'effect:complete': ['effect done', 'completed'],
     'effect:error': ['effect failed', 'errored'], 'effect:replay': ['effect replayed', 'deferred'],

@@ -26,14 +26,18 @@ type Store struct {
 	children map[string][]string
 	corr     map[string][]string
 	idem     map[string]string // event\x00key\x00process → run id
-	running  map[string]*store.Run
-	active   map[string]int // process → idle+running runs
-	counts   map[store.Status]int64
-	timeline map[string][]store.TimelineEntry
-	effects  map[string]map[string]*store.Effect
-	rollups  map[rollupKey]*store.Rollup
-	errors   []store.ErrorRecord
-	errSeq   int64
+	// kept holds the keys of pruned runs (a stub of each run) until
+	// PruneKeys; keptOrder lists them in the order they were kept.
+	kept      map[string]store.Run
+	keptOrder []string
+	running   map[string]*store.Run
+	active    map[string]int // process → idle+running runs
+	counts    map[store.Status]int64
+	timeline  map[string][]store.TimelineEntry
+	effects   map[string]map[string]*store.Effect
+	rollups   map[rollupKey]*store.Rollup
+	errors    []store.ErrorRecord
+	errSeq    int64
 }
 
 type rollupKey struct {
@@ -50,6 +54,7 @@ func New() *Store {
 		children: map[string][]string{},
 		corr:     map[string][]string{},
 		idem:     map[string]string{},
+		kept:     map[string]store.Run{},
 		running:  map[string]*store.Run{},
 		active:   map[string]int{},
 		counts:   map[store.Status]int64{},
@@ -135,11 +140,16 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 	}
 	for _, nr := range a.Runs {
 		if a.IdempotencyKey != "" {
-			if id, ok := s.idem[idemKey(a.Event, a.IdempotencyKey, nr.Process)]; ok {
+			k := idemKey(a.Event, a.IdempotencyKey, nr.Process)
+			if id, ok := s.idem[k]; ok {
 				if r, ok := s.runs[id]; ok {
 					res.Existing = append(res.Existing, cloneRun(r))
 					continue
 				}
+			}
+			if r, ok := s.kept[k]; ok {
+				res.Pruned = append(res.Pruned, r)
+				continue
 			}
 		}
 		if nr.Limit > 0 && s.active[nr.Process] >= nr.Limit {
@@ -193,7 +203,11 @@ func (s *Store) deleteRun(r *store.Run) {
 		}
 	}
 	if r.IdempotencyKey != "" {
-		delete(s.idem, idemKey(r.Event, r.IdempotencyKey, r.Process))
+		k := idemKey(r.Event, r.IdempotencyKey, r.Process)
+		delete(s.idem, k)
+		s.kept[k] = store.Run{ID: r.ID, Process: r.Process, Event: r.Event, IdempotencyKey: r.IdempotencyKey,
+			CreatedAt: r.CreatedAt, Status: store.StatusCompleted}
+		s.keptOrder = append(s.keptOrder, k)
 	}
 	s.pruned++
 }
@@ -287,6 +301,9 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 		r.Then = u.Then
 	case store.StatusIdle:
 		r.Output = nil
+	}
+	r.RetryAt = time.Time{}
+	if to == store.StatusIdle {
 		r.RetryAt = u.RetryAt
 	}
 	if to.Active() {
@@ -471,6 +488,7 @@ func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error
 	}
 	defer s.mu.Unlock()
 	s.compact()
+	f.Statuses = store.UniqueStatuses(f.Statuses)
 	var out []store.Run
 	visit := func(r *store.Run) bool {
 		if s.runs[r.ID] != r || !matches(r, &f) {
@@ -506,6 +524,7 @@ func (s *Store) CountRuns(ctx context.Context, f store.RunFilter) (int64, error)
 		return 0, err
 	}
 	defer s.mu.Unlock()
+	f.Statuses = store.UniqueStatuses(f.Statuses)
 	var n int64
 	for _, r := range s.runs {
 		if matches(r, &f) {
@@ -721,6 +740,27 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 		}
 		s.errors = kept
 	}
+	return n, nil
+}
+
+// PruneKeys implements store.Store.
+func (s *Store) PruneKeys(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := s.lock(); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	n := 0
+	kept := s.keptOrder[:0]
+	for _, k := range s.keptOrder {
+		if n < limit && s.kept[k].CreatedAt.Before(before) {
+			delete(s.kept, k)
+			n++
+			continue
+		}
+		kept = append(kept, k)
+	}
+	clear(s.keptOrder[len(kept):])
+	s.keptOrder = kept
 	return n, nil
 }
 

@@ -45,7 +45,8 @@ func where(f *store.RunFilter, statuses []store.Status) (string, []any) {
 		conds = append(conds, "parent_id IS NULL")
 	}
 	if f.CorrelationID != "" {
-		conds, args = append(conds, "(correlation_id = ? OR id = ?)"), append(args, f.CorrelationID, f.CorrelationID)
+		// A root's correlation id is stored as NULL (see selChain).
+		conds, args = append(conds, "(correlation_id = ? OR (id = ? AND correlation_id IS NULL))"), append(args, f.CorrelationID, f.CorrelationID)
 	}
 	if f.After > 0 {
 		if f.Order == store.OldestFirst {
@@ -62,33 +63,96 @@ func where(f *store.RunFilter, statuses []store.Status) (string, []any) {
 }
 
 // Runs implements store.Store. A filter on several statuses runs one
-// indexed query per status and merges them, so a page never sorts every
-// matching row.
+// indexed query per status, so a page never sorts every matching row, and
+// merges them into one page of at most f.Limit runs: once the page is full,
+// each further query asks only for runs that would enter it, and a row that
+// would not ends that query's reading.
 func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
 	if err := s.readable(); err != nil {
 		return nil, err
 	}
-	if len(f.Statuses) <= 1 {
-		return s.runsQuery(ctx, &f, f.Statuses)
+	statuses := store.UniqueStatuses(f.Statuses)
+	if f.Limit <= 0 {
+		return nil, nil
 	}
-	var all []store.Run
-	for _, st := range f.Statuses {
-		rs, err := s.runsQuery(ctx, &f, []store.Status{st})
-		if err != nil {
+	if len(statuses) <= 1 {
+		return s.runsQuery(ctx, &f, statuses)
+	}
+	p := newPage(f.Order, f.Limit)
+	for _, st := range statuses {
+		if err := s.mergeQuery(ctx, &f, st, p); err != nil {
 			return nil, err
 		}
-		all = append(all, rs...)
 	}
-	sort.Slice(all, func(i, j int) bool {
+	return p.runs, nil
+}
+
+// mergeQuery reads the runs of one status into p.
+func (s *Store) mergeQuery(ctx context.Context, f *store.RunFilter, st store.Status, p *page) error {
+	w, args := where(f, []store.Status{st})
+	if p.full() {
 		if f.Order == store.OldestFirst {
-			return all[i].Seq < all[j].Seq
+			w += " AND seq < ?"
+		} else {
+			w += " AND seq > ?"
 		}
-		return all[i].Seq > all[j].Seq
-	})
-	if len(all) > f.Limit {
-		all = all[:f.Limit]
+		args = append(args, p.worst())
 	}
-	return all, nil
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+runCols+" FROM runs"+indexFor(f, []store.Status{st})+w+orderBy(f)+" LIMIT ?", append(args, f.Limit)...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		r, _, err := scanRun(rows)
+		if err != nil {
+			return err
+		}
+		if !p.offer(r) {
+			break // the rest of this status comes later in the order
+		}
+	}
+	return rows.Err()
+}
+
+// page keeps the first limit runs, in listing order, of runs offered from
+// several streams each in that order. It never holds more than limit runs.
+type page struct {
+	oldestFirst bool
+	runs        []store.Run
+}
+
+func newPage(o store.Order, limit int) *page {
+	return &page{oldestFirst: o == store.OldestFirst, runs: make([]store.Run, 0, limit)}
+}
+
+func (p *page) full() bool { return len(p.runs) == cap(p.runs) }
+
+// worst is the Seq of the last run of a full page.
+func (p *page) worst() int64 { return p.runs[len(p.runs)-1].Seq }
+
+// before reports whether seq a comes before seq b in the listing.
+func (p *page) before(a, b int64) bool {
+	if p.oldestFirst {
+		return a < b
+	}
+	return a > b
+}
+
+// offer adds r if it belongs to the page, dropping the run it pushes out;
+// false means it does not belong, and neither does anything after it in
+// its stream.
+func (p *page) offer(r store.Run) bool {
+	if p.full() && !p.before(r.Seq, p.worst()) {
+		return false
+	}
+	i := sort.Search(len(p.runs), func(i int) bool { return p.before(r.Seq, p.runs[i].Seq) })
+	if !p.full() {
+		p.runs = append(p.runs, store.Run{})
+	}
+	copy(p.runs[i+1:], p.runs[i:len(p.runs)-1])
+	p.runs[i] = r
+	return true
 }
 
 // indexFor picks the index of a listing, so the plan does not depend on
@@ -111,16 +175,18 @@ func indexFor(f *store.RunFilter, statuses []store.Status) string {
 
 func (s *Store) runsQuery(ctx context.Context, f *store.RunFilter, statuses []store.Status) ([]store.Run, error) {
 	w, args := where(f, statuses)
-	w = indexFor(f, statuses) + w
-	order := " ORDER BY seq DESC"
-	if f.Order == store.OldestFirst {
-		order = " ORDER BY seq"
-	}
-	rows, err := s.rdb.QueryContext(ctx, "SELECT "+runCols+" FROM runs"+w+order+" LIMIT ?", append(args, f.Limit)...)
+	rows, err := s.rdb.QueryContext(ctx, "SELECT "+runCols+" FROM runs"+indexFor(f, statuses)+w+orderBy(f)+" LIMIT ?", append(args, f.Limit)...)
 	if err != nil {
 		return nil, err
 	}
 	return collectRuns(rows)
+}
+
+func orderBy(f *store.RunFilter) string {
+	if f.Order == store.OldestFirst {
+		return " ORDER BY seq"
+	}
+	return " ORDER BY seq DESC"
 }
 
 func collectRuns(rows *sql.Rows) ([]store.Run, error) {
@@ -142,7 +208,7 @@ func (s *Store) CountRuns(ctx context.Context, f store.RunFilter) (int64, error)
 		return 0, err
 	}
 	f.After = 0
-	w, args := where(&f, f.Statuses)
+	w, args := where(&f, store.UniqueStatuses(f.Statuses))
 	var n int64
 	err := s.rdb.QueryRowContext(ctx, "SELECT count(*) FROM runs"+w, args...).Scan(&n)
 	return n, err

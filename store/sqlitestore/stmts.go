@@ -35,7 +35,8 @@ const finCols = `seq, process, attempts, started_at, tl`
 
 // setCols is the SET list of every status change: ?1 status, ?2 error,
 // ?3 code, ?4 output mode (0 keep, 1 set to ?5, 2 clear), ?6 then mode
-// (0 keep, 1 set to ?7), ?8 retry mode (0 keep, 1 set to ?9), ?10 now
+// (0 keep, 1 set to ?7), ?8 retry mode (0 keep, 1 set to ?9: update sets
+// it, NULL unless the run goes back to idle), ?10 now
 // (completed_at when the status is final), ?11 reset attempts, ?12 version.
 // Ending an attempt also writes its implicit running entry (see the
 // timeline table), hence two timeline entries.
@@ -50,15 +51,15 @@ const setCols = `status = ?1, error = ?2, error_code = ?3, lease_owner = NULL, l
 
 type stmts struct {
 	// writer
-	insRun, insTL, insTL2, selIdem, seqOf, selRunW, claim, finish, update *sql.Stmt
-	setCtx, heartbeat, effStart, effFinish, effClear, effDone             *sql.Stmt
-	insRollup, insError                                                   *sql.Stmt
+	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, update *sql.Stmt
+	setCtx, heartbeat, effStart, effFinish, effClear, effDone                      *sql.Stmt
+	insRollup, insError                                                            *sql.Stmt
 	// readers
 	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning *sql.Stmt
 }
 
 func (s *stmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
+	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
 		s.setCtx, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.insRollup, s.insError,
 		s.selRun, s.selEffects, s.selTimeline, s.selData, s.selRunTL, s.selChain, s.selPending, s.selRunning}
 }
@@ -97,6 +98,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
 				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?4, ?7, ?8, ?9)`),
 			selIdem: w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
+			selKept: w(`SELECT run_id, created_at FROM pruned_keys WHERE event = ? AND key = ? AND process = ?`),
 			seqOf:   w(`SELECT seq FROM runs WHERE id = ?`),
 			selRunW: w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			claim: w(`UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = ?, lease_expires = ?,
@@ -124,9 +126,11 @@ func (s *Store) prepare(ctx context.Context) error {
 			selTimeline: r(`SELECT n, at, status, attempt, error, code, note FROM timeline WHERE run_seq = ? ORDER BY n`),
 			selData:     r(`SELECT payload, context FROM runs WHERE seq = ?`),
 			selRunTL:    r(`SELECT seq, status, attempts, created_at, started_at, tl FROM runs WHERE id = ?`),
-			selChain:    r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR id = ?1 ORDER BY depth, seq`),
-			selPending:  r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM runs WHERE status = 'idle' AND seq > ? ORDER BY seq LIMIT ?`),
-			selRunning:  r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
+			// A root's correlation id is stored as NULL (it is its own id):
+			// id = ?1 alone would also match a child named by its own id.
+			selChain:   r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR (id = ?1 AND correlation_id IS NULL) ORDER BY depth, seq`),
+			selPending: r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM runs WHERE status = 'idle' AND seq > ? ORDER BY seq LIMIT ?`),
+			selRunning: r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
 		}
 	}()
 	return err

@@ -50,6 +50,17 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 			if !errors.Is(err, sql.ErrNoRows) {
 				return p, err
 			}
+			kept := store.Run{Process: nr.Process, Event: a.Event, IdempotencyKey: a.IdempotencyKey, Status: store.StatusCompleted}
+			var created int64
+			err = w.s.st.selKept.QueryRowContext(w.ctx, a.Event, a.IdempotencyKey, nr.Process).Scan(&kept.ID, &created)
+			if err == nil {
+				kept.CreatedAt = time.Unix(0, created)
+				p.res.Pruned = append(p.res.Pruned, kept)
+				continue
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return p, err
+			}
 		}
 		if nr.Limit > 0 {
 			n, err := w.active(nr.Process)
@@ -206,14 +217,16 @@ func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 			to, errMsg, code, note = u.NoChildren.To, u.NoChildren.Error, u.NoChildren.ErrorCode, u.NoChildren.Note
 		}
 	}
-	outMode, thenMode, retryMode := 0, 0, 0
+	// retry_at is set for an idle run and cleared otherwise: a run
+	// cancelled while waiting for a retry has no next attempt.
+	outMode, thenMode, retryAt := 0, 0, any(nil)
 	switch to {
 	case store.StatusCompleted, store.StatusDeferred:
 		outMode, thenMode = 1, 1
 	case store.StatusIdle:
-		outMode, retryMode = 2, 1
+		outMode, retryAt = 2, ns(u.RetryAt)
 	}
-	args := []any{string(to), errMsg, code, outMode, blob(u.Output), thenMode, u.Then, retryMode, ns(u.RetryAt),
+	args := []any{string(to), errMsg, code, outMode, blob(u.Output), thenMode, u.Then, 1, retryAt,
 		u.Now.UnixNano(), u.ResetAttempts, u.Version}
 	var row *sql.Row
 	if needRead {
@@ -442,7 +455,10 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 				return err
 			}
 			for _, v := range vs {
-				for _, q := range []string{"DELETE FROM timeline WHERE run_seq = ?", "DELETE FROM effects WHERE run_seq = ?", "DELETE FROM runs WHERE seq = ?"} {
+				// The run's idempotency key outlives it (PruneKeys).
+				for _, q := range []string{`INSERT OR REPLACE INTO pruned_keys (event, key, process, run_id, created_at)
+						SELECT event, idem_key, process, id, created_at FROM runs WHERE seq = ? AND idem_key IS NOT NULL`,
+					"DELETE FROM timeline WHERE run_seq = ?", "DELETE FROM effects WHERE run_seq = ?", "DELETE FROM runs WHERE seq = ?"} {
 					if _, err := w.s.conn.ExecContext(w.ctx, q, v.seq); err != nil {
 						return err
 					}
@@ -463,4 +479,19 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// PruneKeys implements store.Store: one transaction of at most limit keys.
+func (s *Store) PruneKeys(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int64
+	err := s.do(ctx, func(w *wtx) error {
+		res, err := w.s.conn.ExecContext(w.ctx, `DELETE FROM pruned_keys WHERE (event, key, process) IN
+			(SELECT event, key, process FROM pruned_keys WHERE created_at < ? ORDER BY created_at LIMIT ?)`, before.UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
 }

@@ -476,10 +476,10 @@ func init() {
 		}},
 
 		// Per-process caps.
-		Case{Name: "Caps/DropWhileActive", Spec: []int{122, 146, 188, 169}, Note: "fixes gap 8: drops are reported in Emission.Dropped, a run:drop event and metrics", Fn: func(h *H) {
+		Case{Name: "Caps/DropWhileActive", Spec: []int{122, 146, 188, 169}, Note: "fixes gap 8: drops are reported in Emission.Dropped, a run:drop event and metrics; changed: dropping is the explicit yella.Drop overflow (the default queues, see Caps/DefaultQueuesBeyondCap)", Fn: func(h *H) {
 			g := newGate()
 			var n atomic.Int32
-			e := h.Started(yella.Config{}, yella.Process{Name: "single", On: "ev", Concurrency: 1, Run: func(c *yella.Ctx) yella.Result {
+			e := h.Started(yella.Config{}, yella.Process{Name: "single", On: "ev", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result {
 				n.Add(1)
 				g.wait(c)
 				return c.OK(nil)
@@ -507,10 +507,10 @@ func init() {
 			c, _ := h.St.Counts(h.Ctx())
 			Expect(h, "completed", c[store.StatusCompleted], int64(3))
 		}},
-		Case{Name: "Caps/OnlyCappedListenerSkipped", Spec: []int{148, 149}, Fn: func(h *H) {
+		Case{Name: "Caps/OnlyCappedListenerSkipped", Spec: []int{148, 149}, Note: "changed: with the explicit yella.Drop overflow (the default queues)", Fn: func(h *H) {
 			g := newGate()
 			e := h.Started(yella.Config{},
-				yella.Process{Name: "capped", On: "ev", Concurrency: 1, Run: func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }},
+				yella.Process{Name: "capped", On: "ev", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }},
 				Proc("free", "ev", func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }))
 			Expect(h, "first", len(h.Emit(e, "ev", nil).Runs), 2)
 			em := h.Emit(e, "ev", nil)
@@ -519,10 +519,10 @@ func init() {
 			g.open()
 			h.Drain(e)
 		}},
-		Case{Name: "Caps/TwoThenDrop", Spec: []int{150}, Fn: func(h *H) {
+		Case{Name: "Caps/TwoThenDrop", Spec: []int{150}, Note: "changed: with the explicit yella.Drop overflow (the default queues)", Fn: func(h *H) {
 			g := newGate()
 			var n atomic.Int32
-			e := h.Started(yella.Config{}, yella.Process{Name: "two", On: "ev", Concurrency: 2, Run: func(c *yella.Ctx) yella.Result {
+			e := h.Started(yella.Config{}, yella.Process{Name: "two", On: "ev", Concurrency: 2, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result {
 				n.Add(1)
 				g.wait(c)
 				return c.OK(nil)

@@ -188,7 +188,7 @@ func init() {
 			Expect(h, "completed", h.Run(id).Status, store.StatusCompleted)
 		}},
 		Case{Name: "Restart/CapsCountRunsOfEarlierProcess", Durable: true, Fn: func(h *H) {
-			capped := yella.Process{Name: "capped", On: "ev", Concurrency: 2, Run: Noop}
+			capped := yella.Process{Name: "capped", On: "ev", Concurrency: 2, Overflow: yella.Drop, Run: Noop}
 			e := h.Engine(yella.Config{}, capped)
 			h.One(e, "ev", nil)
 			h.One(e, "ev", nil)

@@ -87,7 +87,7 @@ func init() {
 			g := newGate()
 			e := h.Started(yella.Config{},
 				Proc("gate", "draft", func(c *yella.Ctx) yella.Result { return c.Defer("go", nil) }),
-				yella.Process{Name: "capped", On: "go", Concurrency: 1, Run: func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }})
+				yella.Process{Name: "capped", On: "go", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }})
 			id := h.One(e, "draft", nil)
 			h.WaitStatus(id, store.StatusDeferred)
 			h.One(e, "go", nil) // fills the cap
@@ -214,13 +214,14 @@ func init() {
 			Expect(h, "requeues", m.Totals.Requeues, int64(450))
 			Expect(h, "dead again", m.Queue[store.StatusDead], int64(450))
 		}},
-		Case{Name: "Repair/CancelIdle", Spec: []int{274}, Note: "fixes gap 7: emits run:cancel and counts it", Fn: func(h *H) {
+		Case{Name: "Repair/CancelIdle", Spec: []int{274}, Note: "fixes gap 7: emits run:cancel and counts it; changed: the run is cancelled (its own status, refining errored), not errored", Fn: func(h *H) {
 			e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
 			id := h.One(e, "ev", nil)
 			r, err := e.Cancel(h.Ctx(), id)
 			Expect(h, "err", err, nil)
-			Expect(h, "errored", r.Status, store.StatusErrored)
-			Expect(h, "error", r.Error, "cancelled")
+			Expect(h, "cancelled", r.Status, store.StatusCancelled)
+			Expect(h, "state", r.State(), store.StateErrored)
+			Expect(h, "error", r.Error, "cancelled by an operator")
 			Expect(h, "code", r.ErrorCode, string(yella.CodeCancelled))
 			tl, _ := e.Timeline(h.Ctx(), id)
 			Expect(h, "timeline", tl[len(tl)-1].Note, "cancelled")
@@ -261,8 +262,8 @@ func init() {
 			<-done
 			h.Drain(e)
 			r := h.Run(id)
-			Expect(h, "status", r.Status, store.StatusErrored)
-			Expect(h, "error", r.Error, "cancelled")
+			Expect(h, "status", r.Status, store.StatusCancelled)
+			Expect(h, "error", r.Error, "cancelled by an operator")
 			Expect(h, "no context", len(r.Context), 0)
 			Expect(h, "fn never called", fnCalled.Load(), false)
 			ExpectContains(h, "set context fenced", ctxErr.Load().(string), "no longer owned")

@@ -32,8 +32,8 @@ var ops = []op{
 	{"retry-later", finish(store.StatusIdle)},
 	{"dead-letter", finish(store.StatusDead)},
 	{"fence", finish(store.StatusFenced)},
-	{"cancel", operator([]store.Status{store.StatusIdle, store.StatusRunning}, store.StatusErrored)},
-	{"manual-retry", operator([]store.Status{store.StatusErrored, store.StatusDead, store.StatusFenced}, store.StatusIdle)},
+	{"cancel", operator([]store.Status{store.StatusIdle, store.StatusRunning}, store.StatusCancelled)},
+	{"manual-retry", operator([]store.Status{store.StatusErrored, store.StatusDead, store.StatusFenced, store.StatusCancelled}, store.StatusIdle)},
 	{"requeue", operator([]store.Status{store.StatusDead}, store.StatusIdle)},
 	{"resume", operator([]store.Status{store.StatusDeferred}, store.StatusCompleted)},
 	{"resolve-effect", operator([]store.Status{store.StatusFenced}, store.StatusIdle)},
@@ -69,6 +69,13 @@ func prepare(h *H, st store.Status) store.Run {
 	if st == store.StatusIdle {
 		return r
 	}
+	if st == store.StatusCancelled { // as an operator does
+		res, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Now: h.Now(), From: []store.Status{store.StatusIdle}, To: st})
+		if err != nil {
+			h.Fatalf("prepare %s: %v", st, err)
+		}
+		return res.Run
+	}
 	r = h.Claim(r.ID, "o", time.Minute)
 	if st == store.StatusRunning {
 		return r
@@ -85,18 +92,19 @@ func prepare(h *H, st store.Status) store.Run {
 // nothing).
 var transitions = map[store.Status]map[string]store.Status{
 	store.StatusIdle: {
-		"claim": store.StatusRunning, "cancel": store.StatusErrored,
+		"claim": store.StatusRunning, "cancel": store.StatusCancelled,
 	},
 	store.StatusRunning: {
 		"complete": store.StatusCompleted, "defer": store.StatusDeferred, "fail": store.StatusErrored,
 		"retry-later": store.StatusIdle, "dead-letter": store.StatusDead, "fence": store.StatusFenced,
-		"cancel": store.StatusErrored,
+		"cancel": store.StatusCancelled,
 	},
 	store.StatusCompleted: {},
 	store.StatusDeferred:  {"resume": store.StatusCompleted},
 	store.StatusErrored:   {"manual-retry": store.StatusIdle},
 	store.StatusDead:      {"manual-retry": store.StatusIdle, "requeue": store.StatusIdle},
 	store.StatusFenced:    {"manual-retry": store.StatusIdle, "resolve-effect": store.StatusIdle},
+	store.StatusCancelled: {"manual-retry": store.StatusIdle},
 }
 
 func init() {

@@ -1,0 +1,115 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/store"
+)
+
+// Cases for run listings filtered on several statuses.
+func init() {
+	register(
+		Case{Name: "Store/Runs/RepeatedStatusesListOnce", Fn: func(h *H) {
+			for range 10 {
+				r := h.Claim(h.Admit("p", "ev", nil).ID, "o", time.Minute)
+				h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: store.StatusCompleted})
+			}
+			c := store.StatusCompleted
+			f := store.RunFilter{Statuses: []store.Status{c, c, c}, Limit: 5}
+			rs, err := h.St.Runs(h.Ctx(), f)
+			Expect(h, "err", err, nil)
+			Expect(h, "rows", len(rs), 5)
+			Expect(h, "distinct ids", len(distinct(rs)), 5)
+			n, _ := h.St.CountRuns(h.Ctx(), f)
+			Expect(h, "count", n, int64(10))
+		}},
+		Case{Name: "Store/Runs/SeveralStatusesMergeInOrder", Fn: func(h *H) {
+			// Runs of four statuses, interleaved in creation order.
+			var all []store.Run
+			for i := range 24 {
+				r := h.Admit("p", "ev", nil)
+				if st := []store.Status{store.StatusIdle, store.StatusCompleted, store.StatusErrored, store.StatusDead}[i%4]; st != store.StatusIdle {
+					r = h.Claim(r.ID, "o", time.Minute)
+					res, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: st})
+					if err != nil {
+						h.Fatal(err)
+					}
+					r = res.Run
+				}
+				all = append(all, r)
+			}
+			statuses := map[string]store.Status{}
+			for _, r := range all {
+				statuses[r.ID] = h.Run(r.ID).Status
+			}
+			sets := [][]store.Status{
+				{store.StatusCompleted, store.StatusDead},
+				{store.StatusDead, store.StatusIdle, store.StatusErrored, store.StatusDead},
+				{store.StatusErrored, store.StatusCompleted, store.StatusIdle, store.StatusDead, store.StatusRunning},
+			}
+			for _, set := range sets {
+				for _, order := range []store.Order{store.NewestFirst, store.OldestFirst} {
+					for _, limit := range []int{1, 3, 7, 100} {
+						var want []string
+						for _, r := range all {
+							if slices.Contains(set, statuses[r.ID]) {
+								want = append(want, r.ID)
+							}
+						}
+						if order == store.NewestFirst {
+							slices.Reverse(want)
+						}
+						// Page through with the store's own cursor.
+						var got []string
+						var after int64
+						for pages := 0; pages <= len(all); pages++ {
+							rs, err := h.St.Runs(h.Ctx(), store.RunFilter{Statuses: set, Order: order, Limit: limit, After: after})
+							Expect(h, "err", err, nil)
+							if len(rs) > limit {
+								h.Errorf("%v %v limit %d: page of %d runs", set, order, limit, len(rs))
+							}
+							for _, r := range rs {
+								got = append(got, r.ID)
+							}
+							if len(rs) < limit {
+								break
+							}
+							after = rs[len(rs)-1].Seq
+						}
+						Expect(h, fmt.Sprintf("%v order %d limit %d", set, order, limit), join(got), join(want))
+					}
+				}
+			}
+		}},
+		Case{Name: "Engine/RunsRepeatedStatuses", Fn: func(h *H) {
+			e := h.Started(yella.Config{}, Proc("a", "ev", Noop))
+			for range 10 {
+				h.One(e, "ev", nil)
+			}
+			h.Drain(e)
+			c := yella.StatusCompleted
+			q := yella.RunQuery{Status: []yella.Status{c, c, c}, State: yella.StateCompleted, Limit: 5, WithTotal: true}
+			p, err := e.Runs(h.Ctx(), q)
+			Expect(h, "err", err, nil)
+			Expect(h, "rows", len(p.Runs), 5)
+			Expect(h, "distinct ids", len(distinct(p.Runs)), 5)
+			Expect(h, "total", p.Total, int64(10))
+			q.Cursor = p.Next
+			p2, err := e.Runs(h.Ctx(), q)
+			Expect(h, "err", err, nil)
+			Expect(h, "second page", len(distinct(append(p.Runs, p2.Runs...))), 10)
+			Expect(h, "last page", p2.Next, "")
+		}},
+	)
+}
+
+func distinct(rs []store.Run) map[string]bool {
+	out := map[string]bool{}
+	for _, r := range rs {
+		out[r.ID] = true
+	}
+	return out
+}
