@@ -99,16 +99,16 @@ func TestCheckCatchesViolations(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string][2]int{ // found, want
-		"lost (k-9)":              {len(rep.Lost), 1},
-		"unexpected (x-2)":        {len(rep.Unexpected), 1},
+		"lost (k-9)":                         {len(rep.Lost), 1},
+		"unexpected (x-2)":                   {len(rep.Unexpected), 1},
 		"not terminal (k-1, x-2, k-7-child)": {len(rep.NotTerminal), 3},
-		"completed twice (k-0)":   {len(rep.CompletedTwice), 1},
-		"effect reruns (k-0)":     {len(rep.EffectReruns), 1},
-		"bad fences (k-3)":        {len(rep.BadFences), 1},
-		"unresolved (k-4)":        {rep.Unresolved, 1},
-		"missing follow-up (k-5)": {len(rep.MissingFollowUps), 1},
-		"doubled follow-up (k-6)": {len(rep.DoubledFollowUps), 1},
-		"roots":                   {rep.Roots, 8},
+		"completed twice (k-0)":              {len(rep.CompletedTwice), 1},
+		"effect reruns (k-0)":                {len(rep.EffectReruns), 1},
+		"bad fences (k-3)":                   {len(rep.BadFences), 1},
+		"unresolved (k-4)":                   {rep.Unresolved, 1},
+		"missing follow-up (k-5)":            {len(rep.MissingFollowUps), 1},
+		"doubled follow-up (k-6)":            {len(rep.DoubledFollowUps), 1},
+		"roots":                              {rep.Roots, 8},
 	}
 	for what, n := range got {
 		if n[0] != n[1] {

@@ -54,7 +54,7 @@ type Case struct {
 	// Spec lists the behaviours of spec §12 this case covers.
 	Spec []int
 	// Note says how the behaviour differs from the original, if it does.
-	Note    string
+	Note      string
 	Durable   bool // needs a durable store
 	Shared    bool // needs a shared store
 	Exclusive bool // needs a durable store that is not shared (see Harness.Shared)
