@@ -352,10 +352,10 @@ func runPowerTrial(t *testing.T, dir string, dur sqlitestore.Synchronous, mode c
 		t.Fatalf("the power cut at operation %d never came", cutAt)
 	}
 	wg.Wait()
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	eng.Stop(sctx)
-	cancel()
-	st.Close()
+	if !stopBounded(eng, st) {
+		tr.Failures = append(tr.Failures, "the engine on the recording VFS did not stop within 10s of the cut")
+		return tr
+	}
 
 	// Power returns: the image opens with the normal driver and an engine
 	// resumes on it.
@@ -369,10 +369,12 @@ func runPowerTrial(t *testing.T, dir string, dur sqlitestore.Synchronous, mode c
 	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	derr := eng2.Drain(dctx)
 	cancel()
-	eng2.Stop(ctx)
-	st2.Close()
 	if derr != nil {
 		tr.Failures = append(tr.Failures, fmt.Sprintf("drain after the power returned: %v", derr))
+	}
+	if !stopBounded(eng2, st2) {
+		tr.Failures = append(tr.Failures, "the engine on the crash image did not stop within 10s")
+		return tr
 	}
 	rep, err := crashtest.Check(path, filepath.Join(image, "none.jsonl"), filepath.Join(image, "acks.txt"), "k-")
 	if err != nil {
@@ -383,6 +385,26 @@ func runPowerTrial(t *testing.T, dir string, dur sqlitestore.Synchronous, mode c
 	rep.Lost = nil // counted; whether a loss is allowed depends on the mode
 	tr.Failures = append(tr.Failures, rep.Failures()...)
 	return tr
+}
+
+// stopBounded stops an engine (graceful for 2 s, then hard) and closes its
+// store, giving up after 10 s: a trial whose engine cannot stop fails
+// instead of hanging the suite (the engine and store are then left behind).
+func stopBounded(eng *yella.Engine, st *sqlitestore.Store) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		eng.Stop(ctx)
+		cancel()
+		st.Close()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(10 * time.Second):
+		return false
+	}
 }
 
 func powerEngine(t *testing.T, st *sqlitestore.Store) *yella.Engine {
