@@ -186,6 +186,8 @@ type killingStore struct {
 	kl *killer
 }
 
+// Update passes the update on and kills the child at the
+// after-chained-completion point once it committed.
 func (s killingStore) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
 	res, err := s.Store.Update(ctx, u)
 	if err == nil && u.Epoch != 0 && u.Then != "" && res.Run.Status == store.StatusCompleted {

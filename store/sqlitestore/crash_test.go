@@ -52,10 +52,12 @@ func TestCrashPoints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range results {
+	for _, r := range results { // the failures first, then every point's summary
 		for _, f := range r.Failures {
 			t.Errorf("%s-%d: %s", r.Point, r.K, f)
 		}
+	}
+	for _, r := range results {
 		reclaim := "held no run"
 		if r.Held > 0 {
 			reclaim = fmt.Sprintf("its %d held run(s) claimed again %v after the restart", r.Held, r.Reclaim.Round(time.Millisecond))
