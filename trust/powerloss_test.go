@@ -432,13 +432,19 @@ func TestPowerLoss(t *testing.T) {
 		trials = 200
 	}
 	r.figure("trials_per_mode", float64(trials))
+	var lines []string // logged after the invariants, so that a failure is the first message
+	defer func() {
+		for _, l := range lines {
+			t.Log(l)
+		}
+	}()
 	for _, dur := range []sqlitestore.Synchronous{sqlitestore.Full, sqlitestore.Normal} {
 		var acked, lost, lossy, bad, maxLost int
 		for i := range trials {
 			mode := crashMode(i % 4)
 			cutAt := 100 + rng.IntN(20000) // up to several checkpoints and WAL restarts
 			tr := runPowerTrial(t, t.TempDir(), dur, mode, cutAt, rng)
-			t.Logf("%s %-11s cut at op %4d: %4d acknowledged, %3d lost, integrity %s %v", dur, mode, cutAt, tr.Acked, tr.Lost, tr.Integrity, tr.Failures)
+			lines = append(lines, fmt.Sprintf("%s %-11s cut at op %4d: %4d acknowledged, %3d lost, integrity %s %v", dur, mode, cutAt, tr.Acked, tr.Lost, tr.Integrity, tr.Failures))
 			acked += tr.Acked
 			lost += tr.Lost
 			if tr.Lost > 0 {

@@ -122,7 +122,7 @@ var All = []Mutation{
 			Old:  "\tfor _, c := range batch {\n\t\tclose(c.done)\n\t}",
 			New:  "\tfor _, c := range batch {\n\t\tselect {\n\t\tcase <-c.done:\n\t\tdefault:\n\t\t\tclose(c.done)\n\t\t}\n\t}",
 		}},
-		Tests: []Test{sqlTest("TestEmitAnsweredAfterCommit"), crashPoints},
+		Tests: []Test{sqlTest("TestEmitAnsweredAfterCommit"), crashPoints, powerLoss},
 	},
 	{
 		Name:      "synchronous-full-ignored",
