@@ -54,6 +54,13 @@ func (t Test) String() string {
 	return s
 }
 
+// Name is the test the -run regexp selects, for people: the conformance
+// case ("Lease/StaleCompletionWhileRunning") or the test function.
+func (t Test) Name() string {
+	n := strings.TrimPrefix(t.Run, "^TestConformance$/")
+	return strings.TrimSuffix(strings.TrimPrefix(n, "^"), "$")
+}
+
 func (t Test) timeout() time.Duration {
 	if t.Timeout == 0 {
 		return 3 * time.Minute

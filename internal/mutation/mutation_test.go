@@ -36,6 +36,35 @@ func TestListAppliesToTheTree(t *testing.T) {
 	}
 }
 
+// The README's table names every mutation and, in its row, every test
+// that must catch it.
+func TestReadmeNamesEveryMutation(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, ok := strings.CutPrefix(line, "| `"); ok {
+			if i := strings.Index(name, "`"); i > 0 {
+				rows[name[:i]] = line
+			}
+		}
+	}
+	for _, m := range All {
+		row, ok := rows[m.Name]
+		if !ok {
+			t.Errorf("README.md: no row for mutation %s", m.Name)
+			continue
+		}
+		for _, test := range m.Tests {
+			if !strings.Contains(row, "`"+test.Name()+"`") {
+				t.Errorf("README.md: the row of mutation %s does not name %s", m.Name, test.Name())
+			}
+		}
+	}
+}
+
 func TestApplyRefusesStaleAndAmbiguousEdits(t *testing.T) {
 	root := t.TempDir()
 	os.WriteFile(filepath.Join(root, "a.go"), []byte("package a\n\nvar x = 1 + 1\n"), 0o644)
@@ -108,9 +137,22 @@ panic: test timed out after 3m0s
 FAIL	example.com/x [build failed]
 `, Parsed{BuildFailed: true, Message: "./a.go:3:9: undefined: y"}},
 	} {
-		if got := Parse(tc.out); got != tc.want {
+		if got := Parse(tc.out, nil); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A line the passing run logged too is not the failure message.
+func TestParseSkipsWhatThePassingRunLogged(t *testing.T) {
+	pass := "=== RUN   TestCrash\n    crash_test.go:84: reproduce: SEED=123\n    crash_test.go:63: point-1: 20 acked, ok\n--- PASS: TestCrash (1s)\n"
+	fail := "=== RUN   TestCrash\n    crash_test.go:84: reproduce: SEED=987\n    crash_test.go:63: point-1: 19 acked, ok\n    crash_test.go:57: point-1: lost: 1 (k-0)\n--- FAIL: TestCrash (1s)\n"
+	got := Parse(fail, Logged(pass))
+	if got.Failed != "TestCrash" || got.Message != "crash_test.go:57: point-1: lost: 1 (k-0)" {
+		t.Errorf("%+v", got)
+	}
+	if got := Parse(fail, nil); got.Message != "crash_test.go:84: reproduce: SEED=987" {
+		t.Errorf("without what the passing run logged: %+v", got)
 	}
 }
 

@@ -162,7 +162,7 @@ var All = []Mutation{
 			Old:  "if n+planned[nr.Process] >= nr.Limit {",
 			New:  "if n+planned[nr.Process] > nr.Limit {",
 		}},
-		Tests: []Test{sqlConf("Caps/(TwoThenDrop|QueueOverflow)"), burst},
+		Tests: []Test{sqlConf("Caps/QueueOverflow"), burst},
 	},
 	{
 		Name:      "chain-insert-error-ignored",

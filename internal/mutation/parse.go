@@ -21,8 +21,28 @@ var (
 	reRunning = regexp.MustCompile(`^\s+(Test\S*) \(`)
 )
 
-// Parse reads go test output.
-func Parse(out string) Parsed {
+var reVarying = regexp.MustCompile(`[0-9a-f]*[0-9][0-9a-f]*`)
+
+// normalize blanks out what varies between runs of a test (numbers, ids,
+// times), so that a line the unmutated run printed too is recognised.
+func normalize(line string) string { return reVarying.ReplaceAllString(line, "#") }
+
+// Logged returns the normalized message lines of a run's output: what the
+// tests log when they pass, for Parse to tell from failure messages.
+func Logged(out string) map[string]bool {
+	known := map[string]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		if m := reMessage.FindStringSubmatch(line); m != nil {
+			known[normalize(strings.TrimSpace(m[1]))] = true
+		}
+	}
+	return known
+}
+
+// Parse reads go test output. A failing test's message is its first line
+// that is not in known (lines the passing run logged too, see Logged), or
+// else its first line.
+func Parse(out string, known map[string]bool) Parsed {
 	var p Parsed
 	cur := ""
 	first := map[string]string{} // test → its first message line
@@ -64,8 +84,10 @@ func Parse(out string) Parsed {
 			continue
 		}
 		if m := reMessage.FindStringSubmatch(line); m != nil && cur != "" {
-			if _, ok := first[cur]; !ok {
-				first[cur] = strings.TrimSpace(m[1])
+			msg := strings.TrimSpace(m[1])
+			f, ok := first[cur]
+			if !ok || (known[normalize(f)] && !known[normalize(msg)]) {
+				first[cur] = msg
 			}
 		}
 	}

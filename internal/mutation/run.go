@@ -132,9 +132,10 @@ func Check(ctx context.Context, ms []Mutation, o Options) (*Result, error) {
 		}
 	}
 	res.Baseline = make([]Row, len(base))
+	logged := make([]map[string]bool, len(base)) // what each test logs when it passes
 	parallel(len(base), o.Parallel, func(i int) {
-		row := runTest(ctx, o, "", base[i], "")
-		res.Baseline[i] = row
+		row, known := runTest(ctx, o, "", base[i], "", nil)
+		res.Baseline[i], logged[i] = row, known
 		fmt.Fprintf(o.Log, "baseline %-8s %6s  %s\n", row.Outcome, row.Elapsed.Round(100*time.Millisecond), row.Test)
 	})
 	for _, b := range res.Baseline {
@@ -144,9 +145,13 @@ func Check(ctx context.Context, ms []Mutation, o Options) (*Result, error) {
 		}
 	}
 
+	known := map[string]map[string]bool{}
+	for i, t := range base {
+		known[t.String()] = logged[i]
+	}
 	rows := make([][]Row, len(ms))
 	parallel(len(ms), o.Parallel, func(i int) {
-		rows[i] = runMutation(ctx, o, ms[i])
+		rows[i] = runMutation(ctx, o, ms[i], known)
 		for _, row := range rows[i] {
 			fmt.Fprintf(o.Log, "%-30s %-10s %6s  %s\n", row.Mutation, row.Outcome, row.Elapsed.Round(100*time.Millisecond), row.Test)
 		}
@@ -174,8 +179,9 @@ func parallel(n, p int, fn func(int)) {
 	wg.Wait()
 }
 
-// runMutation applies m through an overlay and runs its tests.
-func runMutation(ctx context.Context, o Options, m Mutation) []Row {
+// runMutation applies m through an overlay and runs its tests; known maps
+// each test to the lines it logs when it passes.
+func runMutation(ctx context.Context, o Options, m Mutation, known map[string]map[string]bool) []Row {
 	tests := m.TestsFor(o.Full)
 	files, err := m.Apply(o.Root)
 	if err != nil {
@@ -206,14 +212,16 @@ func runMutation(ctx context.Context, o Options, m Mutation) []Row {
 	}
 	var out []Row
 	for _, t := range tests {
-		out = append(out, runTest(ctx, o, m.Name, t, ov))
+		row, _ := runTest(ctx, o, m.Name, t, ov, known[t.String()])
+		out = append(out, row)
 	}
 	return out
 }
 
 // runTest runs one test, with an overlay (a mutation) or without (the
-// baseline), and classifies the outcome.
-func runTest(ctx context.Context, o Options, mutation string, t Test, overlay string) Row {
+// baseline), and classifies the outcome. It also returns the lines the run
+// logged (see Logged); known holds those of the passing run.
+func runTest(ctx context.Context, o Options, mutation string, t Test, overlay string, known map[string]bool) (Row, map[string]bool) {
 	row := Row{Mutation: mutation, Test: t.String()}
 	args := []string{"test", "-count=1", "-v", "-timeout", t.timeout().String(), "-run", t.Run}
 	if o.Full {
@@ -238,7 +246,7 @@ func runTest(ctx context.Context, o Options, mutation string, t Test, overlay st
 	start := time.Now()
 	err := cmd.Run()
 	row.Elapsed = time.Since(start)
-	p := Parse(buf.String())
+	p := Parse(buf.String(), known)
 	var exit *exec.ExitError
 	switch {
 	case p.BuildFailed:
@@ -270,7 +278,7 @@ func runTest(ctx context.Context, o Options, mutation string, t Test, overlay st
 	if row.Message == "" && row.Outcome != Passed && row.Outcome != Survived {
 		row.Message = lastLines(buf.String(), 3)
 	}
-	return row
+	return row, Logged(buf.String())
 }
 
 // levels is how many '/'-separated elements a -run regexp has (slashes
