@@ -48,8 +48,9 @@ type burstSample struct {
 // executes, and the steady load again, on the SQLite store. The unbounded
 // process's queue must grow during the burst and drain to 0 within the
 // stated time after it; the capped process (4 at a time, 500 queued) must
-// never hold more than its bound and must report every event beyond it as
-// dropped; no emission fails, every acknowledged run completes, emit
+// never hold more than its bound, never execute more than 4 handlers at
+// once (counted in the handler), and must report every event beyond its
+// bound as dropped; no emission fails, every acknowledged run completes, emit
 // latency stays low (admission is a commit, not a wait for a slot), RSS
 // stays bounded and the goroutines return to their baseline.
 func TestBurst(t *testing.T) {
@@ -75,7 +76,17 @@ func TestBurst(t *testing.T) {
 		}
 	}
 	must(t, eng.Register(yella.Process{Name: "work", On: "job", Run: work(10 * time.Millisecond)}))
-	must(t, eng.Register(yella.Process{Name: "capped", On: "job", Concurrency: capConc, Overflow: yella.Queue(capQueue), Run: work(5 * time.Millisecond)}))
+	// The capped process's handlers count themselves: the peak of handlers
+	// executing at once, which the cap bounds.
+	var capRunning, capRunningPeak atomic.Int64
+	cappedWork := work(5 * time.Millisecond)
+	must(t, eng.Register(yella.Process{Name: "capped", On: "job", Concurrency: capConc, Overflow: yella.Queue(capQueue), Run: func(c *yella.Ctx) yella.Result {
+		n := capRunning.Add(1)
+		defer capRunning.Add(-1)
+		for p := capRunningPeak.Load(); n > p && !capRunningPeak.CompareAndSwap(p, n); p = capRunningPeak.Load() {
+		}
+		return cappedWork(c)
+	}}))
 	ctx := context.Background()
 	must(t, eng.Start(ctx))
 	defer eng.Stop(ctx)
@@ -222,6 +233,7 @@ func TestBurst(t *testing.T) {
 	r.figure("exec_per_s_saturated", execRate)
 	r.figure("drain_bound_s", bound.Seconds())
 	r.figure("capped_peak", float64(peakCapped))
+	r.figure("capped_running_peak", float64(capRunningPeak.Load()))
 	r.figure("dropped", float64(dropped.Load()))
 	r.figure("acked_runs", float64(acked.Load()))
 	r.figure("emit_p99_burst_ms", percentile(latBurst, 0.99)*1000)
@@ -235,6 +247,8 @@ func TestBurst(t *testing.T) {
 	r.check(t, "queue grows during the burst", peakQueue >= 1000, "peak queue %d", peakQueue)
 	r.check(t, "queue drains after the burst", drained > 0 && drained <= bound, "drained in %v (backlog %d, bound %v)", drained.Round(time.Millisecond), backlog, bound.Round(time.Second))
 	r.check(t, "capped process stays within its bound", peakCapped <= capConc+capQueue, "peak %d idle+running, bound %d", peakCapped, capConc+capQueue)
+	r.check(t, "capped process never executes more than its cap at once", capRunningPeak.Load() <= capConc && capRunningPeak.Load() > 0,
+		"peak %d handlers executing at once (counted in the handler), cap %d", capRunningPeak.Load(), capConc)
 	r.check(t, "beyond the bound, events are dropped and reported", dropped.Load() > 0 && dropped.Load() == m.Processes["capped"].Dropped,
 		"%d drops reported by Emit, %d counted by the engine", dropped.Load(), m.Processes["capped"].Dropped)
 	r.check(t, "no emission fails", emitErr.Load() == 0, "%d failed emits (first: %v)", emitErr.Load(), firstErr.Load())

@@ -27,14 +27,17 @@ func TestCrashMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	var worst time.Duration
-	fenced := 0
+	fenced, held := 0, 0
 	for _, res := range results {
-		r.check(t, fmt.Sprintf("%s/%d", res.Point, res.K), len(res.Failures) == 0, "%s %v", res.Report, res.Failures)
-		worst = max(worst, res.FirstRun)
+		r.check(t, fmt.Sprintf("%s/%d", res.Point, res.K), len(res.Failures) == 0, "%s; %d held run(s) claimed again after %v %v",
+			res.Report, res.Held, res.Reclaim.Round(time.Millisecond), res.Failures)
+		worst = max(worst, res.Reclaim)
 		fenced += res.Report.Fenced
+		held += res.Held
 	}
 	r.figure("points", float64(len(results)))
-	r.figure("first_resumed_run_max_ms", float64(worst)/float64(time.Millisecond))
+	r.figure("held_runs", float64(held))
+	r.figure("held_run_reclaimed_max_ms", float64(worst)/float64(time.Millisecond))
 	r.figure("fenced_runs", float64(fenced))
 }
 

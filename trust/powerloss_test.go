@@ -352,10 +352,10 @@ func runPowerTrial(t *testing.T, dir string, dur sqlitestore.Synchronous, mode c
 		t.Fatalf("the power cut at operation %d never came", cutAt)
 	}
 	wg.Wait()
-	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	eng.Stop(sctx)
-	cancel()
-	st.Close()
+	if !stopBounded(eng, st) {
+		tr.Failures = append(tr.Failures, "the engine on the recording VFS did not stop within 10s of the cut")
+		return tr
+	}
 
 	// Power returns: the image opens with the normal driver and an engine
 	// resumes on it.
@@ -369,10 +369,12 @@ func runPowerTrial(t *testing.T, dir string, dur sqlitestore.Synchronous, mode c
 	dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	derr := eng2.Drain(dctx)
 	cancel()
-	eng2.Stop(ctx)
-	st2.Close()
 	if derr != nil {
 		tr.Failures = append(tr.Failures, fmt.Sprintf("drain after the power returned: %v", derr))
+	}
+	if !stopBounded(eng2, st2) {
+		tr.Failures = append(tr.Failures, "the engine on the crash image did not stop within 10s")
+		return tr
 	}
 	rep, err := crashtest.Check(path, filepath.Join(image, "none.jsonl"), filepath.Join(image, "acks.txt"), "k-")
 	if err != nil {
@@ -383,6 +385,26 @@ func runPowerTrial(t *testing.T, dir string, dur sqlitestore.Synchronous, mode c
 	rep.Lost = nil // counted; whether a loss is allowed depends on the mode
 	tr.Failures = append(tr.Failures, rep.Failures()...)
 	return tr
+}
+
+// stopBounded stops an engine (graceful for 2 s, then hard) and closes its
+// store, giving up after 10 s: a trial whose engine cannot stop fails
+// instead of hanging the suite (the engine and store are then left behind).
+func stopBounded(eng *yella.Engine, st *sqlitestore.Store) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		eng.Stop(ctx)
+		cancel()
+		st.Close()
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(10 * time.Second):
+		return false
+	}
 }
 
 func powerEngine(t *testing.T, st *sqlitestore.Store) *yella.Engine {
@@ -410,13 +432,19 @@ func TestPowerLoss(t *testing.T) {
 		trials = 200
 	}
 	r.figure("trials_per_mode", float64(trials))
+	var lines []string // logged after the invariants, so that a failure is the first message
+	defer func() {
+		for _, l := range lines {
+			t.Log(l)
+		}
+	}()
 	for _, dur := range []sqlitestore.Synchronous{sqlitestore.Full, sqlitestore.Normal} {
 		var acked, lost, lossy, bad, maxLost int
 		for i := range trials {
 			mode := crashMode(i % 4)
 			cutAt := 100 + rng.IntN(20000) // up to several checkpoints and WAL restarts
 			tr := runPowerTrial(t, t.TempDir(), dur, mode, cutAt, rng)
-			t.Logf("%s %-11s cut at op %4d: %4d acknowledged, %3d lost, integrity %s %v", dur, mode, cutAt, tr.Acked, tr.Lost, tr.Integrity, tr.Failures)
+			lines = append(lines, fmt.Sprintf("%s %-11s cut at op %4d: %4d acknowledged, %3d lost, integrity %s %v", dur, mode, cutAt, tr.Acked, tr.Lost, tr.Integrity, tr.Failures))
 			acked += tr.Acked
 			lost += tr.Lost
 			if tr.Lost > 0 {

@@ -17,6 +17,7 @@ import (
 type Report struct {
 	Acked          int      // distinct admissions acknowledged to the admitter
 	Runs           int      // runs in the database
+	Roots          int      // of those, root runs (admitted by an emission)
 	Completed      int      // runs completed
 	Fenced         int      // runs fenced (an effect of unknown outcome)
 	Unresolved     int      // runs that ended errored or dead holding a started effect (see Check)
@@ -27,7 +28,15 @@ type Report struct {
 	CompletedTwice []string // runs with more than one completion
 	EffectReruns   []string // effect bodies that ran again after completing or being cut off
 	BadFences      []string // fenced runs without a started effect, or completed runs with one
-	Integrity      string   // PRAGMA integrity_check
+	// MissingFollowUps are completed runs that name a follow-up event but
+	// have no follow-up run: the completion and the admission of its
+	// follow-ups are one transaction, so a crash cannot split them. (A
+	// follow-up that no listener admitted ends its parent errored with
+	// NOT_ADMITTED instead, naming no follow-up.)
+	MissingFollowUps []string
+	// DoubledFollowUps are runs with two follow-ups of the same process.
+	DoubledFollowUps []string
+	Integrity        string // PRAGMA integrity_check
 }
 
 // OK reports whether every invariant holds.
@@ -47,6 +56,8 @@ func (r Report) Failures() []string {
 	add("runs completed twice", r.CompletedTwice)
 	add("completed effects run twice", r.EffectReruns)
 	add("fencing inconsistent", r.BadFences)
+	add("completed runs without their follow-up", r.MissingFollowUps)
+	add("follow-ups admitted twice", r.DoubledFollowUps)
 	if r.Integrity != "ok" {
 		out = append(out, "integrity_check: "+r.Integrity)
 	}
@@ -110,18 +121,22 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 		return r, err
 	}
 	byKey := map[string]bool{}
-	rows, err := db.Query("SELECT id, coalesce(idem_key, ''), status, error_code FROM runs")
+	rows, err := db.Query("SELECT id, coalesce(idem_key, ''), status, error_code, parent_id IS NULL FROM runs")
 	if err != nil {
 		return r, err
 	}
 	status := map[string]string{}
 	for rows.Next() {
 		var id, key, st, code string
-		if err := rows.Scan(&id, &key, &st, &code); err != nil {
+		var root bool
+		if err := rows.Scan(&id, &key, &st, &code, &root); err != nil {
 			rows.Close()
 			return r, err
 		}
 		r.Runs++
+		if root {
+			r.Roots++
+		}
 		status[id] = st
 		byKey[key] = true
 		if key != "" && !strings.HasPrefix(key, keyPrefix) {
@@ -154,6 +169,26 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 		var id string
 		rows.Scan(&id)
 		r.CompletedTwice = append(r.CompletedTwice, id)
+	}
+	rows.Close()
+	rows, err = db.Query(`SELECT p.id, count(c.id), count(DISTINCT c.process) FROM runs p LEFT JOIN runs c ON c.parent_id = p.id
+		WHERE p.status = 'completed' AND p.then_event != '' GROUP BY p.id`)
+	if err != nil {
+		return r, err
+	}
+	for rows.Next() {
+		var id string
+		var children, processes int
+		if err := rows.Scan(&id, &children, &processes); err != nil {
+			rows.Close()
+			return r, err
+		}
+		switch {
+		case children == 0:
+			r.MissingFollowUps = append(r.MissingFollowUps, id)
+		case children > processes:
+			r.DoubledFollowUps = append(r.DoubledFollowUps, id)
+		}
 	}
 	rows.Close()
 	started := map[string]bool{}

@@ -5,11 +5,18 @@
 // Effect bodies append to a witness file (O_APPEND, fsync), and Check
 // verifies the invariants against the database and the witness:
 //
-//   - every run acknowledged to the admitter exists and is terminal;
+//   - every run acknowledged to the admitter exists (right after the kill,
+//     and after the restart) and is terminal;
 //   - no run completed twice (its timeline holds one completion);
+//   - every completed run that names a follow-up has its follow-up run,
+//     once (the two are committed together);
 //   - no effect body that completed ran twice; one left started is fenced
 //     (its run in status fenced, with EFFECT_FENCED) and counted;
 //   - the database passes PRAGMA integrity_check.
+//
+// The runs the killed child held (left running) must be claimed again
+// within a second of the restarted process's start: a fresh process knows
+// their owner is dead and does not wait for their leases (Reclaims).
 //
 // The SQLite store's tests and the trust suite both use it.
 package crashtest
@@ -28,21 +35,41 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/internal/commithook"
+	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/sqlitestore"
 )
 
 // Crash points: commit boundaries at which a child kills itself.
 const (
-	AfterAdmission      = "after-admission"       // an admission committed, before Emit returns
+	// BeforeCommit: the writer is about to COMMIT an admission (the child
+	// emits every run before starting its engine, so the k-th commit is the
+	// k-th admission). The child waits AckGrace first, so that a caller
+	// answered before the commit would have recorded its acknowledgement.
+	BeforeCommit        = "before-commit"
+	AfterAdmission      = "after-admission"       // Emit returned and the caller recorded the acknowledgement
 	AfterClaim          = "after-claim"           // a claim committed, before the handler runs
 	InEffect            = "in-effect"             // inside an effect body, after its witness line
 	AfterEffectComplete = "after-effect-complete" // an effect's completion committed
 	BeforeCompletion    = "before-completion"     // the handler returned, its completion not yet committed
-	AfterCompletion     = "after-completion"      // a run's completion committed
+	AfterCompletion     = "after-completion"      // a run's completion committed (run:complete published)
+	// AfterChainedCompletion: the store call that completed a run naming a
+	// follow-up returned, before the engine does anything else.
+	AfterChainedCompletion = "after-chained-completion"
 )
 
 // Points lists every crash point.
-var Points = []string{AfterAdmission, AfterClaim, InEffect, AfterEffectComplete, BeforeCompletion, AfterCompletion}
+var Points = []string{BeforeCommit, AfterAdmission, AfterClaim, InEffect, AfterEffectComplete, BeforeCompletion, AfterCompletion, AfterChainedCompletion}
+
+// Held lists the crash points at which the killed child is holding a run
+// (one run in flight): the restarted process must claim it again at once.
+var Held = []string{AfterClaim, InEffect, AfterEffectComplete, BeforeCompletion}
+
+// AckGrace is how long a child killing itself before a commit waits first.
+// A correct store answers no caller before its commit, so nothing is
+// acknowledged meanwhile; a store that answered early would have its
+// callers record acknowledgements of admissions the kill then loses.
+var AckGrace = 100 * time.Millisecond
 
 // ChildEnv is the environment variable that turns a test binary into a
 // crash-test child; its value is the JSON Config.
@@ -65,6 +92,12 @@ type Config struct {
 	// Concurrency is the engine's fleet concurrency. Defaults to 50; 1
 	// makes a crash point hit exactly one run in flight.
 	Concurrency int
+	// Chain makes every job name a follow-up event ("job:done") that a
+	// second process ("follow") executes.
+	Chain bool
+	// EmitFirst emits every run before the engine starts (the emissions are
+	// then the only writes).
+	EmitFirst bool
 }
 
 // ChildMain runs the child if the environment asks for it and reports
@@ -114,6 +147,9 @@ func (kl *killer) hit(point string) {
 	n := kl.n
 	kl.mu.Unlock()
 	if n == kl.k {
+		if point == BeforeCommit {
+			time.Sleep(AckGrace)
+		}
 		syscall.Kill(os.Getpid(), syscall.SIGKILL)
 		select {} // the signal is on its way
 	}
@@ -143,9 +179,30 @@ type WitnessLine struct {
 	PID     int    `json:"pid"`
 }
 
+// killingStore kills the child right after the store committed the
+// completion of a run that names a follow-up.
+type killingStore struct {
+	*sqlitestore.Store
+	kl *killer
+}
+
+// Update passes the update on and kills the child at the
+// after-chained-completion point once it committed.
+func (s killingStore) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
+	res, err := s.Store.Update(ctx, u)
+	if err == nil && u.Epoch != 0 && u.Then != "" && res.Run.Status == store.StatusCompleted {
+		s.kl.hit(AfterChainedCompletion)
+	}
+	return res, err
+}
+
 func child(cfg Config) error {
 	start := time.Now()
 	kl := newKiller(cfg.CrashAt)
+	commithook.Set(func(string) error {
+		kl.hit(BeforeCommit)
+		return nil
+	})
 	st, err := sqlitestore.Open(cfg.DB, sqlitestore.Options{})
 	if err != nil {
 		return err
@@ -153,12 +210,12 @@ func child(cfg Config) error {
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 50
 	}
-	eng, err := yella.New(yella.Config{Store: st, Concurrency: cfg.Concurrency, Retry: &yella.Retry{Max: 30, Backoff: yella.Fixed(10 * time.Millisecond)}})
+	eng, err := yella.New(yella.Config{Store: killingStore{st, kl}, Concurrency: cfg.Concurrency, Retry: &yella.Retry{Max: 30, Backoff: yella.Fixed(10 * time.Millisecond)}})
 	if err != nil {
 		return err
 	}
 	var first sync.Once
-	err = eng.Register(yella.Process{Name: "job", On: "job", Run: func(c *yella.Ctx) yella.Result {
+	job := yella.Process{Name: "job", On: "job", Run: func(c *yella.Ctx) yella.Result {
 		first.Do(func() { fmt.Printf("first %d\n", time.Since(start).Microseconds()) }) // the parent times its arrival
 		out, err := yella.Effect(c, "charge", func(ctx context.Context) (string, error) {
 			line, _ := json.Marshal(WitnessLine{Run: c.RunID(), Key: yella.MakeKey("charge").String(), Attempt: c.Attempt(), PID: os.Getpid()})
@@ -175,15 +232,23 @@ func child(cfg Config) error {
 			return c.Error(err)
 		}
 		kl.hit(BeforeCompletion)
+		if cfg.Chain {
+			return c.OK(out, yella.Then("job:done"))
+		}
 		return c.OK(out)
-	}})
-	if err != nil {
+	}}
+	if cfg.Chain {
+		job.Emits = []string{"job:done"}
+		err = eng.Register(yella.Process{Name: "follow", On: "job:done", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+		if err != nil {
+			return err
+		}
+	}
+	if err := eng.Register(job); err != nil {
 		return err
 	}
 	eng.Subscribe(func(ev yella.Event) {
 		switch ev.Type {
-		case yella.RunAdmitted:
-			kl.hit(AfterAdmission)
 		case yella.RunStart:
 			kl.hit(AfterClaim)
 		case yella.EffectComplete:
@@ -193,15 +258,30 @@ func child(cfg Config) error {
 		}
 	})
 	ctx := context.Background()
+	emit := func() error {
+		for i := 0; i < cfg.Runs; i++ {
+			key := fmt.Sprintf("k-%d", i)
+			if _, err := eng.Emit(ctx, "job", map[string]int{"i": i}, yella.IdempotencyKey(key)); err != nil {
+				return err
+			}
+			// Acknowledged: recorded as soon as Emit returns.
+			if err := AppendLine(cfg.Acks, key); err != nil {
+				return err
+			}
+			kl.hit(AfterAdmission)
+		}
+		return nil
+	}
+	if cfg.EmitFirst {
+		if err := emit(); err != nil {
+			return err
+		}
+	}
 	if err := eng.Start(ctx); err != nil {
 		return err
 	}
-	for i := 0; i < cfg.Runs; i++ {
-		key := fmt.Sprintf("k-%d", i)
-		if _, err := eng.Emit(ctx, "job", map[string]int{"i": i}, yella.IdempotencyKey(key)); err != nil {
-			return err
-		}
-		if err := AppendLine(cfg.Acks, key); err != nil {
+	if !cfg.EmitFirst {
+		if err := emit(); err != nil {
 			return err
 		}
 	}
@@ -263,8 +343,9 @@ func Spawn(cfg Config) (*Child, error) {
 // Outcome is what a child printed and how it ended.
 type Outcome struct {
 	// FirstRun is the time from starting the child process to its first
-	// handler call, measured by the parent (process start included); 0 if
-	// the child ran no handler.
+	// handler call, of any run, measured by the parent (process start
+	// included); 0 if the child ran no handler. It is not the recovery time
+	// of the runs a killed child held: Reclaims measures that.
 	FirstRun time.Duration
 	Fenced   int64 // fenced runs counted by the child's metrics
 	Drained  bool

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -136,6 +137,14 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 	if a.ParentID != "" {
 		if _, ok := s.runs[a.ParentID]; !ok {
 			return res, store.ErrNotFound
+		}
+	}
+	// A run id is unique, as the durable stores' schemas enforce: an
+	// admission reusing one fails before changing anything (and so does the
+	// update that carries it).
+	for _, nr := range a.Runs {
+		if _, dup := s.runs[nr.ID]; dup {
+			return res, fmt.Errorf("memstore: run id %s already exists", nr.ID)
 		}
 	}
 	for _, nr := range a.Runs {

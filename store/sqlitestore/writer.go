@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/yella-go/yella/internal/commithook"
 	"github.com/yella-go/yella/store"
 )
 
@@ -197,6 +198,11 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 			s.rollback.ExecContext(ctx)
 			return s.classify(err)
 		}
+	}
+	// Tests may hold or fail the commit here (internal/commithook).
+	if err := commithook.BeforeCommit(s.path); err != nil {
+		s.rollback.ExecContext(ctx)
+		return err
 	}
 	if _, err := s.commit.ExecContext(ctx); err != nil {
 		s.rollback.ExecContext(ctx)

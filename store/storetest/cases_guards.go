@@ -253,7 +253,9 @@ func init() {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			runs, err := e.EmitAndWait(ctx, "fast", nil)
-			Expect(h, "err", err, nil)
+			if err != nil || len(runs) != 1 {
+				h.Fatalf("emit and wait: %v, %d runs, want 1", err, len(runs))
+			}
 			Expect(h, "completed", runs[0].Status, store.StatusCompleted)
 			g.open()
 		}},
@@ -268,8 +270,13 @@ func init() {
 					return c.OK("done")
 				}})
 			runs, err := e.EmitAndWait(h.Ctx(), "start", nil)
-			Expect(h, "err", err, nil)
+			if err != nil || len(runs) != 1 {
+				h.Fatalf("emit and wait: %v, %d runs, want 1", err, len(runs))
+			}
 			chain, _ := e.Chain(h.Ctx(), runs[0].ID)
+			if len(chain) != 2 {
+				h.Fatalf("chain of %d runs, want 2", len(chain))
+			}
 			Expect(h, "child done when wait returns", chain[1].Status, store.StatusCompleted)
 			Expect(h, "tries", tries.Load(), int32(3))
 		}},
@@ -301,9 +308,14 @@ func init() {
 		}},
 		Case{Name: "Engine/DuplicateEmitAndWaitReturnsExisting", Fn: func(h *H) {
 			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result { return c.OK("v") }))
-			first, _ := e.EmitAndWait(h.Ctx(), "ev", nil, yella.IdempotencyKey("k"))
+			first, err := e.EmitAndWait(h.Ctx(), "ev", nil, yella.IdempotencyKey("k"))
+			if err != nil || len(first) != 1 {
+				h.Fatalf("first emit and wait: %v, %d runs, want 1", err, len(first))
+			}
 			again, err := e.EmitAndWait(h.Ctx(), "ev", nil, yella.IdempotencyKey("k"))
-			Expect(h, "err", err, nil)
+			if err != nil || len(again) != 1 {
+				h.Fatalf("repeated emit and wait: %v, %d runs, want the 1 admitted before", err, len(again))
+			}
 			Expect(h, "same run", again[0].ID, first[0].ID)
 			Expect(h, "output", string(again[0].Output), `"v"`)
 		}},

@@ -18,6 +18,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -40,7 +41,10 @@ type Harness struct {
 	// Durable: data survives Close and a new Open of the same dir.
 	Durable bool
 	// Shared: several engines may use one open store at once (an exclusive
-	// store such as SQLite refuses a second engine process instead).
+	// store such as SQLite refuses a second engine process instead). A
+	// durable store that is not shared is exclusive: one process has it
+	// open, so a new Open knows that every lease owner of an earlier Open is
+	// gone (see store.Store.Abandoned).
 	Shared bool
 }
 
@@ -50,10 +54,11 @@ type Case struct {
 	// Spec lists the behaviours of spec §12 this case covers.
 	Spec []int
 	// Note says how the behaviour differs from the original, if it does.
-	Note    string
-	Durable bool // needs a durable store
-	Shared  bool // needs a shared store
-	Fn      func(h *H)
+	Note      string
+	Durable   bool // needs a durable store
+	Shared    bool // needs a shared store
+	Exclusive bool // needs a durable store that is not shared (see Harness.Shared)
+	Fn        func(h *H)
 }
 
 var (
@@ -98,9 +103,18 @@ func Run(t *testing.T, h Harness) {
 			if c.Shared && !h.Shared {
 				t.Skip("store cannot be shared by engines")
 			}
+			if c.Exclusive && (!h.Durable || h.Shared) {
+				t.Skip("store is not opened exclusively by one process")
+			}
 			hh := &H{T: t, h: h, dir: t.TempDir()}
 			hh.St = h.Open(t, hh.dir)
 			t.Cleanup(func() { hh.stopAll(); hh.St.Close() })
+			// A case that panics fails alone; the rest of the suite runs.
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("case panicked: %v\n%s", p, debug.Stack())
+				}
+			}()
 			c.Fn(hh)
 		})
 	}

@@ -1,0 +1,309 @@
+package mutation
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+)
+
+// Options configures a check.
+type Options struct {
+	Root     string // module root
+	Full     bool   // run the full form (crash and trust tests too)
+	Parallel int    // mutations checked at once; 0 means 1
+	Go       string // the go command; "" means "go"
+	// Log receives progress lines; nil discards them.
+	Log io.Writer
+}
+
+// Outcome of one test against one mutation.
+type Outcome string
+
+// Outcomes. Only Caught is a success for a mutation; for the baseline only
+// Passed is.
+const (
+	Caught     Outcome = "caught"      // the test failed
+	Survived   Outcome = "SURVIVED"    // the test passed with the guarantee broken
+	NoCompile  Outcome = "NO-COMPILE"  // the mutated code does not build
+	Stale      Outcome = "STALE"       // the mutation no longer applies
+	Passed     Outcome = "passed"      // baseline: the test passed
+	NoTestsRun Outcome = "NO-TESTS"    // baseline: the -run regexp matched no test
+	BaseFailed Outcome = "BASE-FAILED" // baseline: the test failed unmutated
+)
+
+// Row is one line of the result table: a test run against a mutation (or
+// against the unmutated code, for the baseline).
+type Row struct {
+	Mutation string        `json:"mutation"`
+	Test     string        `json:"test"`
+	Outcome  Outcome       `json:"outcome"`
+	Failed   string        `json:"failedTest,omitempty"` // the first failing test
+	Message  string        `json:"message,omitempty"`    // its first failure message
+	Elapsed  time.Duration `json:"elapsedNs"`
+}
+
+// Result is a whole check.
+type Result struct {
+	Full     bool          `json:"full"`
+	Baseline []Row         `json:"baseline"`
+	Rows     []Row         `json:"rows"`
+	Elapsed  time.Duration `json:"elapsedNs"`
+}
+
+// OK reports whether the baseline passed and every mutation was caught by
+// every test run against it.
+func (r *Result) OK() bool { return len(r.Problems()) == 0 }
+
+// Problems lists what makes the check fail.
+func (r *Result) Problems() []string {
+	var out []string
+	for _, b := range r.Baseline {
+		if b.Outcome != Passed {
+			out = append(out, fmt.Sprintf("baseline %s: %s %s", b.Test, b.Outcome, b.Message))
+		}
+	}
+	for _, row := range r.Rows {
+		if row.Outcome != Caught {
+			out = append(out, fmt.Sprintf("mutation %s, %s: %s %s", row.Mutation, row.Test, row.Outcome, row.Message))
+		}
+	}
+	return out
+}
+
+// WriteTable prints the rows as an aligned table.
+func (r *Result) WriteTable(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MUTATION\tRESULT\tTIME\tTEST RUN\tFAILED TEST: FIRST MESSAGE")
+	for _, row := range r.Rows {
+		detail := row.Message
+		if row.Failed != "" {
+			detail = row.Failed + ": " + row.Message
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", row.Mutation, row.Outcome, row.Elapsed.Round(100*time.Millisecond), row.Test, clip(detail, 160))
+	}
+	tw.Flush()
+}
+
+func clip(s string, n int) string {
+	if len([]rune(s)) <= n {
+		return s
+	}
+	return string([]rune(s)[:n-1]) + "…"
+}
+
+// Check runs the baseline, then every mutation against its tests.
+func Check(ctx context.Context, ms []Mutation, o Options) (*Result, error) {
+	if err := Validate(ms); err != nil {
+		return nil, err
+	}
+	if o.Go == "" {
+		o.Go = "go"
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = 1
+	}
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	start := time.Now()
+	res := &Result{Full: o.Full}
+
+	// The baseline: each distinct test once, unmutated, with -v to see that
+	// the -run regexp selects a test.
+	seen := map[string]bool{}
+	var base []Test
+	for _, m := range ms {
+		for _, t := range m.TestsFor(o.Full) {
+			if !seen[t.String()] {
+				seen[t.String()] = true
+				base = append(base, t)
+			}
+		}
+	}
+	res.Baseline = make([]Row, len(base))
+	logged := make([]map[string]bool, len(base)) // what each test logs when it passes
+	parallel(len(base), o.Parallel, func(i int) {
+		row, known := runTest(ctx, o, "", base[i], "", nil)
+		res.Baseline[i], logged[i] = row, known
+		fmt.Fprintf(o.Log, "baseline %-8s %6s  %s\n", row.Outcome, row.Elapsed.Round(100*time.Millisecond), row.Test)
+	})
+	for _, b := range res.Baseline {
+		if b.Outcome != Passed {
+			res.Elapsed = time.Since(start)
+			return res, nil // mutations against a failing baseline prove nothing
+		}
+	}
+
+	known := map[string]map[string]bool{}
+	for i, t := range base {
+		known[t.String()] = logged[i]
+	}
+	rows := make([][]Row, len(ms))
+	parallel(len(ms), o.Parallel, func(i int) {
+		rows[i] = runMutation(ctx, o, ms[i], known)
+		for _, row := range rows[i] {
+			fmt.Fprintf(o.Log, "%-30s %-10s %6s  %s\n", row.Mutation, row.Outcome, row.Elapsed.Round(100*time.Millisecond), row.Test)
+		}
+	})
+	for _, rs := range rows {
+		res.Rows = append(res.Rows, rs...)
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// parallel calls fn(0..n-1) with at most p calls at once.
+func parallel(n, p int, fn func(int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, p)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// runMutation applies m through an overlay and runs its tests; known maps
+// each test to the lines it logs when it passes.
+func runMutation(ctx context.Context, o Options, m Mutation, known map[string]map[string]bool) []Row {
+	tests := m.TestsFor(o.Full)
+	files, err := m.Apply(o.Root)
+	if err != nil {
+		return []Row{{Mutation: m.Name, Test: "(all)", Outcome: Stale, Message: err.Error()}}
+	}
+	dir, err := os.MkdirTemp("", "yella-mutation-")
+	if err != nil {
+		return []Row{{Mutation: m.Name, Test: "(all)", Outcome: NoCompile, Message: err.Error()}}
+	}
+	defer os.RemoveAll(dir)
+	overlay := map[string]map[string]string{"Replace": {}}
+	names := make([]string, 0, len(files))
+	for f := range files {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	for i, f := range names {
+		p := filepath.Join(dir, fmt.Sprintf("%d-%s", i, filepath.Base(f)))
+		if err := os.WriteFile(p, files[f], 0o644); err != nil {
+			return []Row{{Mutation: m.Name, Test: "(all)", Outcome: NoCompile, Message: err.Error()}}
+		}
+		overlay["Replace"][filepath.Join(o.Root, f)] = p
+	}
+	ov := filepath.Join(dir, "overlay.json")
+	b, _ := json.Marshal(overlay)
+	if err := os.WriteFile(ov, b, 0o644); err != nil {
+		return []Row{{Mutation: m.Name, Test: "(all)", Outcome: NoCompile, Message: err.Error()}}
+	}
+	var out []Row
+	for _, t := range tests {
+		row, _ := runTest(ctx, o, m.Name, t, ov, known[t.String()])
+		out = append(out, row)
+	}
+	return out
+}
+
+// runTest runs one test, with an overlay (a mutation) or without (the
+// baseline), and classifies the outcome. It also returns the lines the run
+// logged (see Logged); known holds those of the passing run.
+func runTest(ctx context.Context, o Options, mutation string, t Test, overlay string, known map[string]bool) (Row, map[string]bool) {
+	row := Row{Mutation: mutation, Test: t.String()}
+	args := []string{"test", "-count=1", "-v", "-timeout", t.timeout().String(), "-run", t.Run}
+	if o.Full {
+		args = append(args, "-p", "1")
+	}
+	if t.Tags != "" {
+		args = append(args, "-tags", t.Tags)
+	}
+	if overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
+	args = append(args, t.Pkg)
+	// A hung test is stopped by go test's own -timeout; this bound is the
+	// backstop for a hung build or a child process holding the pipe.
+	cctx, cancel := context.WithTimeout(ctx, t.timeout()+2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, o.Go, args...)
+	cmd.Dir = o.Root
+	cmd.WaitDelay = 10 * time.Second
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	start := time.Now()
+	err := cmd.Run()
+	row.Elapsed = time.Since(start)
+	p := Parse(buf.String(), known)
+	var exit *exec.ExitError
+	switch {
+	case p.BuildFailed:
+		row.Outcome, row.Message = NoCompile, p.Message
+		if overlay == "" {
+			row.Outcome = BaseFailed
+		}
+	case err == nil && overlay == "":
+		row.Outcome = Passed
+		if p.Deepest < levels(t.Run) {
+			row.Outcome, row.Message = NoTestsRun, fmt.Sprintf("no passing test is %d levels deep", levels(t.Run))
+		}
+	case err == nil:
+		row.Outcome = Survived
+	case errors.As(err, &exit) || cctx.Err() != nil:
+		row.Outcome, row.Failed, row.Message = Caught, p.Failed, p.Message
+		if cctx.Err() != nil {
+			row.Message = "killed after " + row.Elapsed.Round(time.Second).String() + ": " + row.Message
+		}
+		if overlay == "" {
+			row.Outcome = BaseFailed
+		}
+	default:
+		row.Outcome, row.Message = BaseFailed, err.Error()
+		if overlay != "" {
+			row.Outcome = NoCompile
+		}
+	}
+	if row.Message == "" && row.Outcome != Passed && row.Outcome != Survived {
+		row.Message = lastLines(buf.String(), 3)
+	}
+	return row, Logged(buf.String())
+}
+
+// levels is how many '/'-separated elements a -run regexp has (slashes
+// inside parentheses or brackets do not count).
+func levels(re string) int {
+	n, depth := 1, 0
+	for _, c := range re {
+		switch c {
+		case '(', '[':
+			depth++
+		case ')', ']':
+			depth--
+		case '/':
+			if depth == 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, " | ")
+}
