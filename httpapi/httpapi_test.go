@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,6 +22,7 @@ import (
 	"github.com/yella-go/yella/httpapi"
 	"github.com/yella-go/yella/internal/clock"
 	"github.com/yella-go/yella/internal/httpguard"
+	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 )
 
@@ -29,6 +31,7 @@ var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 // fixture is an engine on a memory store and a fake clock, with runs in
 // every interesting state, behind the API.
 type fixture struct {
+	st   *memstore.Store
 	eng  *yella.Engine
 	api  *httpapi.API
 	h    http.Handler
@@ -40,7 +43,8 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	clk := clock.NewFake(t0)
-	eng, err := yella.New(yella.Config{Store: memstore.New(), Clock: clk, Owner: "test-engine", MaxPayloadBytes: 4096})
+	st := memstore.New()
+	eng, err := yella.New(yella.Config{Store: st, Clock: clk, Owner: "test-engine", MaxPayloadBytes: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +75,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	api := httpapi.New(eng, httpapi.Options{Version: "test", Keepalive: time.Hour})
-	f := &fixture{eng: eng, api: api, h: api, ids: map[string]string{}, clk: clk}
+	f := &fixture{st: st, eng: eng, api: api, h: api, ids: map[string]string{}, clk: clk}
 	for _, e := range [][2]string{{"order", "order:placed"}, {"bad", "bad:input"}, {"dead", "flaky"}, {"deferred", "post:drafted"}} {
 		name, ev := e[0], e[1]
 		runs, err := eng.EmitAndWait(ctx, ev, map[string]string{"name": name}, yella.IdempotencyKey(name))
@@ -124,6 +128,17 @@ func (f *fixture) normalise(s string) string {
 	return uptimeRE.ReplaceAllString(s, `"uptimeSeconds": "<uptime>"`)
 }
 
+// indent indents a compact response for its golden file, which is then
+// easy to review.
+func indent(t *testing.T, body string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(body), "", "  "); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, body)
+	}
+	return buf.String()
+}
+
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".golden.json")
@@ -161,7 +176,7 @@ func TestShapes(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("%s: %d %s", c.path, code, body)
 			}
-			golden(t, c.name, f.normalise(body))
+			golden(t, c.name, f.normalise(indent(t, body)))
 		})
 	}
 }
@@ -205,10 +220,10 @@ func TestRoutes(t *testing.T) {
 		{"emit missing event", "POST", "/api/emit", `{"payload":{}}`, 400, "MISSING_EVENT"},
 		{"emit unknown event", "POST", "/api/emit", `{"event":"nobody:listens"}`, 422, "UNKNOWN_EVENT"},
 		{"emit payload too large", "POST", "/api/emit", `{"event":"order:placed","payload":"` + strings.Repeat("x", 5000) + `"}`, 413, "PAYLOAD_TOO_LARGE"},
-		{"retry errored", "POST", "/api/runs/" + id["bad"] + "/retry", "", 200, `"status": "idle"`},
+		{"retry errored", "POST", "/api/runs/" + id["bad"] + "/retry", "", 200, `"status":"idle"`},
 		{"retry completed", "POST", "/api/runs/" + id["order"] + "/retry", "", 409, "INVALID_RUN_STATE"},
 		{"retry unknown", "POST", "/api/runs/no-such-run/retry", "", 404, "RUN_NOT_FOUND"},
-		{"requeue dead", "POST", "/api/runs/" + id["dead"] + "/requeue", "", 200, `"status": "idle"`},
+		{"requeue dead", "POST", "/api/runs/" + id["dead"] + "/requeue", "", 200, `"status":"idle"`},
 		{"requeue completed", "POST", "/api/runs/" + id["order"] + "/requeue", "", 409, "INVALID_RUN_STATE"},
 		{"cancel completed", "POST", "/api/runs/" + id["order"] + "/cancel", "", 409, "INVALID_RUN_STATE"},
 		{"resume bad json", "POST", "/api/runs/" + id["deferred"] + "/resume", `{"payload":`, 400, "BAD_JSON"},
@@ -409,4 +424,26 @@ func FuzzParseRunQuery(f *testing.F) {
 			t.Fatalf("query %q: %v", raw, err)
 		}
 	})
+}
+
+// TestDeepNestingIsCheap: a deeply nested payload costs its own size in
+// every response, not the square of its depth (indented output would).
+// The run is stored directly, as one admitted before any depth limit.
+func TestDeepNestingIsCheap(t *testing.T) {
+	f := newFixture(t)
+	payload := strings.Repeat("[", 2000) + strings.Repeat("]", 2000)
+	res, err := f.st.Admit(context.Background(), store.Admission{Event: "webhook", Payload: json.RawMessage(payload),
+		Runs: []store.NewRun{{ID: "deep-run", Process: "webhook-sink"}}, Now: t0})
+	if err != nil || len(res.Admitted) != 1 {
+		t.Fatal(res, err)
+	}
+	for _, path := range []string{"/api/runs/deep-run", "/api/runs/deep-run/chain", "/api/runs?process=webhook-sink"} {
+		code, body := f.do(t, "GET", path, "")
+		if len(body) > len(payload)+2048 {
+			t.Fatalf("%s: %d bytes for a %d-byte payload", path, len(body), len(payload))
+		}
+		if code != 200 || !strings.Contains(body, payload) {
+			t.Fatalf("%s: %d, payload missing", path, code)
+		}
+	}
 }
