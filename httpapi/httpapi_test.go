@@ -42,9 +42,20 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, httpapi.Options{Version: "test", Keepalive: time.Hour})
+}
+
+// newFixtureWith is newFixture with the store wrapped by wrap (if not nil)
+// and the API built with opts.
+func newFixtureWith(t *testing.T, wrap func(store.Store) store.Store, opts httpapi.Options) *fixture {
+	t.Helper()
 	clk := clock.NewFake(t0)
 	st := memstore.New()
-	eng, err := yella.New(yella.Config{Store: st, Clock: clk, Owner: "test-engine", MaxPayloadBytes: 4096})
+	var engStore store.Store = st
+	if wrap != nil {
+		engStore = wrap(st)
+	}
+	eng, err := yella.New(yella.Config{Store: engStore, Clock: clk, Owner: "test-engine", MaxPayloadBytes: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +85,7 @@ func newFixture(t *testing.T) *fixture {
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(eng, httpapi.Options{Version: "test", Keepalive: time.Hour})
+	api := httpapi.New(eng, opts)
 	f := &fixture{st: st, eng: eng, api: api, h: api, ids: map[string]string{}, clk: clk}
 	for _, e := range [][2]string{{"order", "order:placed"}, {"bad", "bad:input"}, {"dead", "flaky"}, {"deferred", "post:drafted"}} {
 		name, ev := e[0], e[1]

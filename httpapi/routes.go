@@ -25,7 +25,7 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 		last, lag, lastErr := a.opts.Replication()
 		h.Replication = &Replication{LastSync: ts(last), LagSeconds: lag.Seconds(), LastError: lastErr}
 	}
-	writeJSON(w, http.StatusOK, h)
+	a.reply(w, r, http.StatusOK, h)
 }
 
 func (a *API) processes(w http.ResponseWriter, r *http.Request) {
@@ -44,16 +44,18 @@ func (a *API) processes(w http.ResponseWriter, r *http.Request) {
 	for _, e := range a.eng.Graph().Edges {
 		out.Edges = append(out.Edges, Edge{From: e.From, Event: e.Event, To: e.To})
 	}
-	writeJSON(w, http.StatusOK, out)
+	a.reply(w, r, http.StatusOK, out)
 }
 
 // ParseRunQuery reads a run listing's query string: status (repeated or
-// comma-separated), state, process, event, root (true/false), order
-// (newest/oldest), limit (1–1000), cursor and total (true/false). Unknown
-// parameters and malformed values are errors, so a typo does not silently
-// list everything.
+// comma-separated; a repeated value counts once, and at most
+// MaxFilterValues distinct values), state, process, event, root
+// (true/false), order (newest/oldest), limit (1–1000), cursor and total
+// (true/false). Unknown parameters and malformed values are errors, so a
+// typo does not silently list everything.
 func ParseRunQuery(v url.Values) (yella.RunQuery, error) {
 	var q yella.RunQuery
+	seen := map[yella.Status]bool{}
 	for k, vals := range v {
 		if len(vals) > 1 && k != "status" {
 			return q, fmt.Errorf("%s is given %d times", k, len(vals))
@@ -63,9 +65,15 @@ func ParseRunQuery(v url.Values) (yella.RunQuery, error) {
 		case "status":
 			for _, s := range vals {
 				for _, one := range strings.Split(s, ",") {
-					if one = strings.TrimSpace(one); one != "" {
-						q.Status = append(q.Status, yella.Status(one))
+					st := yella.Status(strings.TrimSpace(one))
+					if st == "" || seen[st] {
+						continue
 					}
+					if len(seen) == MaxFilterValues {
+						return q, fmt.Errorf("status has more than %d distinct values", MaxFilterValues)
+					}
+					seen[st] = true
+					q.Status = append(q.Status, st)
 				}
 			}
 		case "state":
@@ -112,20 +120,56 @@ func ParseRunQuery(v url.Values) (yella.RunQuery, error) {
 
 func (a *API) runs(w http.ResponseWriter, r *http.Request) {
 	q, err := ParseRunQuery(r.URL.Query())
+	if err == nil && q.Limit > a.opts.MaxPageSize {
+		err = fmt.Errorf("limit must be a number from 1 to %d on this server, got %d", a.opts.MaxPageSize, q.Limit)
+	}
 	if err != nil {
 		a.fail(w, r, badRequest("INVALID_QUERY", err.Error()))
 		return
 	}
-	page, err := a.eng.Runs(r.Context(), q)
-	if err != nil {
-		a.fail(w, r, err)
-		return
+	want := q.Limit
+	if want == 0 {
+		want = min(yella.DefaultPageSize, a.opts.MaxPageSize)
 	}
-	out := RunPage{Runs: runsOf(page.Runs), Next: page.Next}
-	if q.WithTotal {
-		out.Total = &page.Total
+	// The page is read readBatch runs at a time and encoded as it comes.
+	b := a.newBody(r)
+	b.raw(`{"runs":[`)
+	var next string
+	var total *int64
+	for n := 0; n < want && b.err == nil; {
+		bq := q
+		bq.Limit, bq.WithTotal = min(want-n, readBatch), q.WithTotal && n == 0
+		page, err := a.eng.Runs(r.Context(), bq)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if bq.WithTotal {
+			total = &page.Total
+		}
+		for _, run := range page.Runs {
+			if n > 0 {
+				b.raw(",")
+			}
+			b.value(a.runOf(run))
+			n++
+		}
+		next, q.Cursor = page.Next, page.Next
+		if next == "" {
+			break
+		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	b.raw("]")
+	if next != "" {
+		b.raw(`,"next":`)
+		b.value(next)
+	}
+	if total != nil {
+		b.raw(`,"total":`)
+		b.value(*total)
+	}
+	b.raw("}")
+	a.send(w, r, http.StatusOK, b)
 }
 
 func (a *API) run(w http.ResponseWriter, r *http.Request) {
@@ -135,32 +179,37 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	d, err := a.detail(ctx, run)
+	tl, err := a.eng.Timeline(ctx, run.ID)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
-}
-
-func (a *API) detail(ctx context.Context, run yella.Run) (RunDetail, error) {
-	d := RunDetail{Run: runOf(run), Timeline: []TimelineEntry{}, Effects: []Effect{}}
-	tl, err := a.eng.Timeline(ctx, run.ID)
-	if err != nil {
-		return d, err
-	}
-	for _, t := range tl {
-		d.Timeline = append(d.Timeline, TimelineEntry{N: t.N, At: t.At.UTC(), Status: t.Status, Attempt: t.Attempt, Error: t.Error, Code: t.Code, Note: t.Note})
-	}
 	effs, err := a.eng.Effects(ctx, run.ID)
 	if err != nil {
-		return d, err
+		a.fail(w, r, err)
+		return
 	}
-	for _, e := range effs {
-		d.Effects = append(d.Effects, Effect{Key: e.Key, Status: string(e.Status), Output: e.Output, Error: e.Error, Epoch: e.Epoch,
+	// The shape of RunDetail, encoded piece by piece.
+	b := a.newBody(r)
+	b.raw(`{"run":`)
+	b.value(a.runOf(run))
+	b.raw(`,"timeline":[`)
+	for i, t := range tl {
+		if i > 0 {
+			b.raw(",")
+		}
+		b.value(TimelineEntry{N: t.N, At: t.At.UTC(), Status: t.Status, Attempt: t.Attempt, Error: t.Error, Code: t.Code, Note: t.Note})
+	}
+	b.raw(`],"effects":[`)
+	for i, e := range effs {
+		if i > 0 {
+			b.raw(",")
+		}
+		b.value(Effect{Key: e.Key, Status: string(e.Status), Output: e.Output, Error: e.Error, Epoch: e.Epoch,
 			StartedAt: e.StartedAt.UTC(), CompletedAt: ts(e.CompletedAt)})
 	}
-	return d, nil
+	b.raw("]}")
+	a.send(w, r, http.StatusOK, b)
 }
 
 func (a *API) chain(w http.ResponseWriter, r *http.Request) {
@@ -169,7 +218,16 @@ func (a *API) chain(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]Run{"runs": runsOf(runs)})
+	b := a.newBody(r)
+	b.raw(`{"runs":[`)
+	for i, run := range runs {
+		if i > 0 {
+			b.raw(",")
+		}
+		b.value(a.runOf(run))
+	}
+	b.raw("]}")
+	a.send(w, r, http.StatusOK, b)
 }
 
 func (a *API) trace(w http.ResponseWriter, r *http.Request) {
@@ -178,7 +236,7 @@ func (a *API) trace(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, traceOf(t))
+	a.reply(w, r, http.StatusOK, traceOf(t))
 }
 
 // EmitRequest is the body of POST /api/emit.
@@ -224,7 +282,7 @@ func (a *API) emit(w http.ResponseWriter, r *http.Request) {
 	if len(out.Runs) == 0 {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, out)
+	a.reply(w, r, status, out)
 }
 
 // action adapts an operator action on one run (retry, requeue, cancel).
@@ -235,7 +293,7 @@ func (a *API) action(do func(context.Context, string) (yella.Run, error)) http.H
 			a.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, runOf(run))
+		a.reply(w, r, http.StatusOK, a.runOf(run))
 	}
 }
 
@@ -265,7 +323,7 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 	for _, run := range runs {
 		out = append(out, Admitted{ID: run.ID, Process: run.Process, Status: run.Status})
 	}
-	writeJSON(w, http.StatusOK, map[string][]Admitted{"runs": out})
+	a.reply(w, r, http.StatusOK, map[string][]Admitted{"runs": out})
 }
 
 // CompleteEffectRequest is the body of POST /api/runs/{id}/complete-effect.
@@ -293,7 +351,7 @@ func (a *API) completeEffect(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, runOf(run))
+	a.reply(w, r, http.StatusOK, a.runOf(run))
 }
 
 func (a *API) requeueAll(w http.ResponseWriter, r *http.Request) {
@@ -309,7 +367,7 @@ func (a *API) requeueAll(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"requeued": n})
+	a.reply(w, r, http.StatusOK, map[string]int{"requeued": n})
 }
 
 func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
@@ -318,7 +376,7 @@ func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, metricsOf(m))
+	a.reply(w, r, http.StatusOK, metricsOf(m))
 }
 
 // ParseObservabilityQuery reads window (a Go duration such as 1h, ending
@@ -401,5 +459,5 @@ func (a *API) observability(w http.ResponseWriter, r *http.Request) {
 		out.RecentErrors = append(out.RecentErrors, ErrorRecord{At: e.At.UTC(), Kind: e.Kind, Process: e.Process, RunID: e.RunID,
 			EffectKey: e.EffectKey, Context: e.Context, Message: e.Message})
 	}
-	writeJSON(w, http.StatusOK, out)
+	a.reply(w, r, http.StatusOK, out)
 }

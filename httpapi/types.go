@@ -48,20 +48,12 @@ func ts(t time.Time) *time.Time {
 	return &u
 }
 
-func runOf(r yella.Run) Run {
+func (a *API) runOf(r yella.Run) Run {
 	return Run{ID: r.ID, Seq: r.Seq, Process: r.Process, Event: r.Event, CorrelationID: r.CorrelationID, ParentID: r.ParentID,
 		Depth: r.Depth, Status: r.Status, State: r.State(), Payload: r.Payload, Context: r.Context, Output: r.Output,
 		Error: r.Error, ErrorCode: r.ErrorCode, Then: r.Then, IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		Epoch: r.Epoch, RetryAt: ts(r.RetryAt), LeaseOwner: r.LeaseOwner, LeaseExpires: ts(r.LeaseExpires),
 		CreatedAt: r.CreatedAt.UTC(), StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), Version: r.Version}
-}
-
-func runsOf(rs []yella.Run) []Run {
-	out := make([]Run, len(rs))
-	for i, r := range rs {
-		out[i] = runOf(r)
-	}
-	return out
 }
 
 // RunPage is GET /api/runs.
