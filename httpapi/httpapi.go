@@ -32,6 +32,7 @@ const (
 	DefaultMaxResponseBytes = 16 << 20
 	DefaultQueryTimeout     = 10 * time.Second
 	DefaultMaxHeavyReads    = 4
+	DefaultMaxSubscribers   = 64
 	DefaultReplay           = 4096
 )
 
@@ -48,10 +49,22 @@ type Options struct {
 	// route, run ids). Defaults to discarding them.
 	Logger *slog.Logger
 	// Replay is how many recent lifecycle events the SSE stream keeps for
-	// clients that reconnect. Defaults to DefaultReplay (4096).
+	// clients that reconnect, in one ring shared by every client. Defaults
+	// to DefaultReplay (4096).
 	Replay int
 	// Keepalive is the interval of SSE comment frames. Defaults to 15s.
 	Keepalive time.Duration
+	// MaxSubscribers bounds the SSE clients connected at once; more are
+	// answered 503 BUSY with Retry-After. Defaults to DefaultMaxSubscribers
+	// (64).
+	MaxSubscribers int
+	// SubscriberQueue is how many events may wait for one SSE client (sent
+	// by the engine, not yet written to it). A client further behind, such
+	// as one that stopped reading, is sent a "reset" event if it still
+	// accepts data and is disconnected; EventSource reconnects and replays.
+	// The waiting events are read from the shared ring, never copied per
+	// client. Defaults to Replay; at most Replay.
+	SubscriberQueue int
 	// MaxPageSize is the largest limit= a run listing accepts. Defaults to
 	// DefaultMaxPageSize (1000, also the maximum).
 	MaxPageSize int
@@ -84,6 +97,9 @@ func (o Options) withDefaults() Options {
 		}
 	}
 	def(&o.Replay, DefaultReplay)
+	def(&o.MaxSubscribers, DefaultMaxSubscribers)
+	def(&o.SubscriberQueue, o.Replay)
+	o.SubscriberQueue = min(o.SubscriberQueue, o.Replay)
 	def(&o.MaxPageSize, DefaultMaxPageSize)
 	o.MaxPageSize = min(o.MaxPageSize, yella.MaxPageSize)
 	def(&o.MaxResponseBytes, DefaultMaxResponseBytes)
@@ -116,7 +132,7 @@ func New(eng *yella.Engine, opts Options) *API {
 	opts = opts.withDefaults()
 	a := &API{eng: eng, opts: opts, mux: http.NewServeMux(), heavy: make(chan struct{}, opts.MaxHeavyReads),
 		started: time.Now(), done: make(chan struct{})}
-	a.broker = newBroker(eng, opts.Replay)
+	a.broker = newBroker(eng, opts.Replay, opts.SubscriberQueue, opts.MaxSubscribers)
 	a.routes()
 	return a
 }
