@@ -274,7 +274,7 @@ func TestRoutes(t *testing.T) {
 // token is required when set, and a cross-origin POST is refused.
 func TestGuarded(t *testing.T) {
 	f := newFixture(t)
-	g, err := httpguard.New(httpguard.Options{Token: "t0ken"})
+	g, err := httpguard.New(httpguard.Options{Token: "t0ken-0123456789abcdef"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,8 +287,8 @@ func TestGuarded(t *testing.T) {
 	}{
 		{"no token", "", "", 401},
 		{"wrong token", "Bearer nope", "", 401},
-		{"token, cross-origin", "Bearer t0ken", "https://evil.example", 403},
-		{"token, same origin", "Bearer t0ken", "http://127.0.0.1:3400", 201},
+		{"token, cross-origin", "Bearer t0ken-0123456789abcdef", "https://evil.example", 403},
+		{"token, same origin", "Bearer t0ken-0123456789abcdef", "http://127.0.0.1:3400", 201},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/api/emit", strings.NewReader(`{"event":"order:placed"}`))
