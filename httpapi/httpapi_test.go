@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -456,5 +458,137 @@ func TestDeepNestingIsCheap(t *testing.T) {
 		if code != 200 || !strings.Contains(body, payload) {
 			t.Fatalf("%s: %d, payload missing", path, code)
 		}
+	}
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestMutationsLogged: every mutation through the API is logged at info
+// level with who made it, the route and the run ids, including each run
+// of a bulk requeue, and refused ones with their code.
+func TestMutationsLogged(t *testing.T) {
+	var logs syncBuffer
+	f := newFixtureWith(t, nil, httpapi.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	g, err := httpguard.New(httpguard.Options{Token: "t0ken-0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.Handler(f.api)
+	do := func(path, body string) string {
+		r := httptest.NewRequest("POST", path, strings.NewReader(body))
+		r.Host, r.RemoteAddr = "127.0.0.1:3400", "10.1.2.3:4444"
+		r.Header.Set("Authorization", "Bearer t0ken-0123456789abcdef")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Body.String()
+	}
+	var dead []string
+	for range 2 {
+		runs, err := f.eng.EmitAndWait(context.Background(), "flaky", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, runs[0].ID)
+	}
+	emitted := do("/api/emit", `{"event":"order:placed"}`)
+	do("/api/runs/"+f.ids["bad"]+"/retry", "")
+	do("/api/runs/"+f.ids["order"]+"/cancel", "")
+	do("/api/dead-letters/requeue?process=flaky", "")
+	lines := logs.lines(t, "api mutation")
+	if len(lines) != 4 {
+		t.Fatalf("%d mutation lines, want 4: %v", len(lines), lines)
+	}
+	want := []struct {
+		route string
+		runs  []string
+		ok    bool
+	}{
+		{"POST /api/emit", []string{uuidRE.FindString(emitted)}, true},
+		{"POST /api/runs/{id}/retry", []string{f.ids["bad"]}, true},
+		{"POST /api/runs/{id}/cancel", []string{f.ids["order"]}, false},
+		{"POST /api/dead-letters/requeue", append([]string{f.ids["dead"]}, dead...), true},
+	}
+	for i, w := range want {
+		l := lines[i]
+		if l["level"] != "INFO" || l["who"] != "token" || l["remote"] != "10.1.2.3:4444" || l["route"] != w.route || l["ok"] != w.ok {
+			t.Errorf("line %d: %v, want %s by token, ok %v", i, l, w.route, w.ok)
+		}
+		if got := fmt.Sprint(l["runs"]); got != fmt.Sprint(w.runs) {
+			t.Errorf("line %d: runs %s, want %v", i, got, w.runs)
+		}
+	}
+	if lines[2]["code"] != "INVALID_RUN_STATE" {
+		t.Errorf("a refused cancel is logged with code %v", lines[2]["code"])
+	}
+}
+
+// TestNoHandler: runs of a process the serving engine does not have are
+// marked noHandler, and the processes listing names that process with its
+// waiting runs, so an operator sees why they wait.
+func TestNoHandler(t *testing.T) {
+	f := newFixture(t)
+	for _, id := range []string{"legacy-1", "legacy-2"} {
+		if _, err := f.st.Admit(context.Background(), store.Admission{Event: "legacy:sync", Payload: json.RawMessage(`{}`),
+			Runs: []store.NewRun{{ID: id, Process: "legacy-sync"}}, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var run httpapi.RunDetail
+	_, body := f.do(t, "GET", "/api/runs/legacy-1", "")
+	if err := json.Unmarshal([]byte(body), &run); err != nil || !run.Run.NoHandler || run.Run.Status != yella.StatusIdle {
+		t.Fatalf("run of an unregistered process: %s", body)
+	}
+	_, body = f.do(t, "GET", "/api/runs/"+f.ids["order"], "")
+	if strings.Contains(body, "noHandler") {
+		t.Fatalf("a registered process's run is marked: %s", body)
+	}
+	var page httpapi.RunPage
+	_, body = f.do(t, "GET", "/api/runs?status=idle", "")
+	if err := json.Unmarshal([]byte(body), &page); err != nil || len(page.Runs) != 2 || !page.Runs[0].NoHandler || !page.Runs[1].NoHandler {
+		t.Fatalf("listing: %s", body)
+	}
+	var procs httpapi.Processes
+	_, body = f.do(t, "GET", "/api/processes", "")
+	if err := json.Unmarshal([]byte(body), &procs); err != nil {
+		t.Fatal(err)
+	}
+	var found *httpapi.Process
+	for i, p := range procs.Processes {
+		if !p.Registered {
+			if found != nil {
+				t.Fatalf("two unregistered processes: %s", body)
+			}
+			found = &procs.Processes[i]
+		}
+	}
+	if found == nil || found.Name != "legacy-sync" || found.Waiting != 2 {
+		t.Fatalf("processes: %s", body)
 	}
 }

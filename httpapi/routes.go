@@ -37,14 +37,58 @@ func (a *API) processes(w http.ResponseWriter, r *http.Request) {
 	out := Processes{Processes: []Process{}, Edges: []Edge{}}
 	for _, p := range a.eng.Processes() {
 		pm := m.Processes[p.Name]
-		out.Processes = append(out.Processes, Process{Name: p.Name, On: p.On, Emits: p.Emits, Concurrency: p.Concurrency,
+		out.Processes = append(out.Processes, Process{Name: p.Name, Registered: true, On: p.On, Emits: p.Emits, Concurrency: p.Concurrency,
 			QueueLimit: p.Overflow.QueueLimit(), InFlight: pm.InFlight, Dropped: pm.Dropped})
+	}
+	waiting, err := a.unregistered(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	for name, n := range waiting {
+		out.Processes = append(out.Processes, Process{Name: name, Waiting: n})
 	}
 	sort.Slice(out.Processes, func(i, j int) bool { return out.Processes[i].Name < out.Processes[j].Name })
 	for _, e := range a.eng.Graph().Edges {
 		out.Edges = append(out.Edges, Edge{From: e.From, Event: e.Event, To: e.To})
 	}
 	a.reply(w, r, http.StatusOK, out)
+}
+
+// UnregisteredScan is how many of the oldest waiting (idle) runs the
+// processes listing reads to find processes this engine does not have.
+// Their runs are never started here, so they stay among the oldest.
+const UnregisteredScan = 1000
+
+// unregistered finds the processes without a handler here among the
+// oldest UnregisteredScan idle runs, with how many idle runs each has.
+func (a *API) unregistered(r *http.Request) (map[string]int64, error) {
+	h := a.handlers()
+	out := map[string]int64{}
+	q := yella.RunQuery{Status: []yella.Status{yella.StatusIdle}, Order: yella.OldestFirst, Limit: readBatch}
+	for seen := 0; seen < UnregisteredScan; {
+		page, err := a.eng.Runs(r.Context(), q)
+		if err != nil {
+			return nil, err
+		}
+		for _, run := range page.Runs {
+			if _, ok := out[run.Process]; !ok && !h[run.Process] {
+				out[run.Process] = 0
+			}
+		}
+		seen += len(page.Runs)
+		if q.Cursor = page.Next; q.Cursor == "" {
+			break
+		}
+	}
+	for name := range out {
+		page, err := a.eng.Runs(r.Context(), yella.RunQuery{Process: name, Status: []yella.Status{yella.StatusIdle}, Limit: 1, WithTotal: true})
+		if err != nil {
+			return nil, err
+		}
+		out[name] = page.Total
+	}
+	return out, nil
 }
 
 // ParseRunQuery reads a run listing's query string: status (repeated or
@@ -132,6 +176,7 @@ func (a *API) runs(w http.ResponseWriter, r *http.Request) {
 		want = min(yella.DefaultPageSize, a.opts.MaxPageSize)
 	}
 	// The page is read readBatch runs at a time and encoded as it comes.
+	h := a.handlers()
 	b := a.newBody(r)
 	b.raw(`{"runs":[`)
 	var next string
@@ -151,7 +196,7 @@ func (a *API) runs(w http.ResponseWriter, r *http.Request) {
 			if n > 0 {
 				b.raw(",")
 			}
-			b.value(a.runOf(run))
+			b.value(h.runOf(run))
 			n++
 		}
 		next, q.Cursor = page.Next, page.Next
@@ -190,9 +235,10 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The shape of RunDetail, encoded piece by piece.
+	h := a.handlers()
 	b := a.newBody(r)
 	b.raw(`{"run":`)
-	b.value(a.runOf(run))
+	b.value(h.runOf(run))
 	b.raw(`,"timeline":[`)
 	for i, t := range tl {
 		if i > 0 {
@@ -218,13 +264,14 @@ func (a *API) chain(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	h := a.handlers()
 	b := a.newBody(r)
 	b.raw(`{"runs":[`)
 	for i, run := range runs {
 		if i > 0 {
 			b.raw(",")
 		}
-		b.value(a.runOf(run))
+		b.value(h.runOf(run))
 	}
 	b.raw("]}")
 	a.send(w, r, http.StatusOK, b)
@@ -265,6 +312,7 @@ func (a *API) emit(w http.ResponseWriter, r *http.Request) {
 		opts = append(opts, yella.IdempotencyKey(req.IdempotencyKey))
 	}
 	em, err := a.eng.Emit(r.Context(), req.Event, payload, opts...)
+	a.logMutation(r, em.Runs, err, "event", req.Event, "existing", em.Existing)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -289,11 +337,12 @@ func (a *API) emit(w http.ResponseWriter, r *http.Request) {
 func (a *API) action(do func(context.Context, string) (yella.Run, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		run, err := do(r.Context(), r.PathValue("id"))
+		a.logMutation(r, []string{r.PathValue("id")}, err)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		a.reply(w, r, http.StatusOK, a.runOf(run))
+		a.reply(w, r, http.StatusOK, a.handlers().runOf(run))
 	}
 }
 
@@ -315,6 +364,11 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 		payload = req.Payload
 	}
 	runs, err := a.eng.Resume(r.Context(), r.PathValue("id"), payload)
+	ids := []string{r.PathValue("id")}
+	for _, run := range runs {
+		ids = append(ids, run.ID)
+	}
+	a.logMutation(r, ids, err)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -347,11 +401,12 @@ func (a *API) completeEffect(w http.ResponseWriter, r *http.Request) {
 		out = req.Output
 	}
 	run, err := a.eng.CompleteEffect(r.Context(), r.PathValue("id"), req.Key, out)
+	a.logMutation(r, []string{r.PathValue("id")}, err, "effect", req.Key)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	a.reply(w, r, http.StatusOK, a.runOf(run))
+	a.reply(w, r, http.StatusOK, a.handlers().runOf(run))
 }
 
 func (a *API) requeueAll(w http.ResponseWriter, r *http.Request) {
@@ -362,7 +417,10 @@ func (a *API) requeueAll(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	n, err := a.eng.RequeueAllDead(r.Context(), q.Get("process"))
+	n, err := a.requeueAllDead(r, q.Get("process"))
+	if n == 0 && err == nil {
+		a.logMutation(r, nil, nil, "process", q.Get("process"))
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
