@@ -39,7 +39,7 @@ func (s *server) act(w http.ResponseWriter, r *http.Request, name string, do fun
 	}
 	id := r.PathValue("id")
 	msg, err := do(r.Context(), id)
-	s.log.Info("dashboard action", "action", name, "run", id, "remote", r.RemoteAddr, "ok", err == nil, "code", yella.CodeOf(err))
+	s.log.Info("dashboard action", "action", name, "run", id, "who", who(r), "remote", r.RemoteAddr, "ok", err == nil, "code", yella.CodeOf(err))
 	if err != nil {
 		s.actionError(w, r, err, "/runs/"+url.PathEscape(id))
 		return
@@ -96,7 +96,7 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request) {
 		arg = payload
 	}
 	runs, err := s.eng.Resume(r.Context(), id, arg)
-	s.log.Info("dashboard action", "action", "resume", "run", id, "remote", r.RemoteAddr, "ok", err == nil, "code", yella.CodeOf(err))
+	s.log.Info("dashboard action", "action", "resume", "run", id, "who", who(r), "remote", r.RemoteAddr, "ok", err == nil, "code", yella.CodeOf(err))
 	if err != nil {
 		s.actionError(w, r, err, "/runs/"+url.PathEscape(id))
 		return
@@ -127,7 +127,7 @@ func (s *server) completeEffect(w http.ResponseWriter, r *http.Request) {
 		arg = out
 	}
 	_, err := s.eng.CompleteEffect(r.Context(), id, key, arg)
-	s.log.Info("dashboard action", "action", "complete-effect", "run", id, "effect", key, "remote", r.RemoteAddr, "ok", err == nil, "code", yella.CodeOf(err))
+	s.log.Info("dashboard action", "action", "complete-effect", "run", id, "effect", key, "who", who(r), "remote", r.RemoteAddr, "ok", err == nil, "code", yella.CodeOf(err))
 	if err != nil {
 		s.actionError(w, r, err, "/runs/"+url.PathEscape(id))
 		return
@@ -146,7 +146,7 @@ func (s *server) requeueAll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	n, err := s.eng.RequeueAllDead(r.Context(), process)
-	s.log.Info("dashboard action", "action", "requeue-all", "process", process, "remote", r.RemoteAddr, "requeued", n, "ok", err == nil)
+	s.log.Info("dashboard action", "action", "requeue-all", "process", process, "who", who(r), "remote", r.RemoteAddr, "requeued", n, "ok", err == nil)
 	of := ""
 	if process != "" {
 		of = " of " + process

@@ -60,6 +60,9 @@ func (s *server) funcs() template.FuncMap {
 		"add":    func(a, b int) int { return a + b },
 		"since":  func(a, b time.Time) time.Duration { return sinceOrZero(a, b) },
 		"status": statusLabel,
+		// unhandled: the engine serving the dashboard has no process of
+		// this name, so it leaves the process's runs as they are.
+		"unhandled": func(process string) bool { return !s.registered()[process] },
 	}
 }
 

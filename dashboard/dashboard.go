@@ -11,9 +11,14 @@
 // emit) are POST forms guarded by http.CrossOriginProtection; each
 // redirects back with a flash message.
 //
-// The package depends only on the root package yella and the standard
-// library. The SSE stream itself is served by another handler (the JSON
-// API); Options.EventsURL tells the pages where it is.
+// The package depends only on the root package yella, the standard
+// library and the guard in front of it (httpguard.Actor, to log who acted
+// and to offer signing out). The SSE stream itself is served by another
+// handler (the JSON API); Options.EventsURL tells the pages where it is.
+//
+// Runs of a process the serving engine does not have are marked "no
+// handler in this engine" (the engine leaves them as they are), and the
+// processes page lists such processes with their waiting runs.
 package dashboard
 
 import (
@@ -28,6 +33,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/internal/httpguard"
 )
 
 // Options configures the dashboard. The zero value is usable.
@@ -190,6 +196,7 @@ type layout struct {
 	Flash     *flash
 	Queue     map[yella.Status]int64 // nav badges; nil if the store did not answer
 	Now       time.Time
+	SignedIn  bool // through a sign-in session: the page offers to sign out
 }
 
 func (l *layout) base() *layout { return l }
@@ -202,7 +209,8 @@ type pageData interface{ base() *layout }
 // newLayout fills the common fields. The queue counts are cheap (the
 // stores keep them), so every page shows them.
 func (s *server) newLayout(r *http.Request, nav, title string) layout {
-	l := layout{Brand: s.opts.Brand, Title: title, Nav: nav, EventsURL: s.opts.EventsURL, Now: s.now()}
+	l := layout{Brand: s.opts.Brand, Title: title, Nav: nav, EventsURL: s.opts.EventsURL, Now: s.now(),
+		SignedIn: strings.HasPrefix(httpguard.Actor(r.Context()), "session:")}
 	if m, err := s.eng.Metrics(r.Context()); err == nil {
 		l.Queue = m.Queue
 	}
@@ -325,6 +333,24 @@ func quote(s string) string {
 		s = s[:120] + "…"
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// registered is the set of processes of the engine.
+func (s *server) registered() map[string]bool {
+	out := map[string]bool{}
+	for _, p := range s.eng.Processes() {
+		out[p.Name] = true
+	}
+	return out
+}
+
+// who names the operator of a request for the action log: the guard's
+// actor, or "unguarded" when the dashboard is served without it.
+func who(r *http.Request) string {
+	if a := httpguard.Actor(r.Context()); a != "" {
+		return a
+	}
+	return "unguarded"
 }
 
 // localPath reports whether p is a path on this origin: "/…" but not

@@ -34,6 +34,7 @@ const fenceID = "01900000-0000-7000-8000-00000000fe0c"
 // dashboard over it.
 type fixture struct {
 	t   testing.TB
+	st  *memstore.Store
 	eng *yella.Engine
 	clk *clock.Fake
 	h   http.Handler
@@ -61,7 +62,7 @@ func newFixture(t testing.TB) *fixture {
 		defer cancel()
 		eng.Stop(sctx)
 	})
-	f := &fixture{t: t, eng: eng, clk: clk}
+	f := &fixture{t: t, st: st, eng: eng, clk: clk}
 	f.drain() // the planted run is reclaimed and fenced
 	emit := func(event string, payload any) yella.Run {
 		t.Helper()

@@ -179,7 +179,9 @@ func prettyJSON(raw json.RawMessage) jsonView {
 	}
 	p := &printer{dec: json.NewDecoder(bytes.NewReader(raw))}
 	p.dec.UseNumber()
-	if err := p.value(0); err != nil {
+	if err := p.value(0); err == errShown {
+		v.Truncated = true
+	} else if err != nil {
 		v.Invalid = true
 		return v
 	}
@@ -204,9 +206,17 @@ type printer struct {
 
 var errTooDeep = fmt.Errorf("nested too deeply to display")
 
+// errShown stops the printer once it has more than maxJSONShown
+// characters: indentation makes the text much larger than the document (a
+// 1 MB array at depth 190 would print 200 MB), and only that much is shown.
+var errShown = fmt.Errorf("more than is shown")
+
 func (p *printer) value(depth int) error {
 	if depth > maxJSONDepth {
 		return errTooDeep
+	}
+	if p.out.Len() > maxJSONShown {
+		return errShown
 	}
 	tok, err := p.dec.Token()
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/yella-go/yella"
@@ -177,10 +179,59 @@ type processRow struct {
 	RunsURL    string
 }
 
+// unregisteredRow is a process with waiting runs in the store that the
+// engine serving the dashboard does not have.
+type unregisteredRow struct {
+	Name    string
+	Waiting int64
+	RunsURL string
+}
+
 type processesData struct {
 	layout
-	Rows  []processRow
-	Graph graphView
+	Rows         []processRow
+	Unregistered []unregisteredRow
+	Graph        graphView
+}
+
+// unregisteredScan is how many of the oldest idle runs the processes page
+// reads to find processes this engine does not have: their runs are never
+// started here, so they stay among the oldest.
+const unregisteredScan = 1000
+
+// unregistered lists the processes without a handler here among the
+// oldest unregisteredScan idle runs, with their idle runs counted.
+func (s *server) unregistered(r *http.Request) ([]unregisteredRow, error) {
+	known := s.registered()
+	seen := map[string]bool{}
+	var out []unregisteredRow
+	q := yella.RunQuery{Status: []yella.Status{yella.StatusIdle}, Order: yella.OldestFirst, Limit: 100}
+	for n := 0; n < unregisteredScan; {
+		page, err := s.eng.Runs(r.Context(), q)
+		if err != nil {
+			return nil, err
+		}
+		for _, run := range page.Runs {
+			if !known[run.Process] && !seen[run.Process] {
+				seen[run.Process] = true
+				out = append(out, unregisteredRow{Name: run.Process,
+					RunsURL: runsFilter{Process: run.Process, Status: yella.StatusIdle, Limit: defPageLimit}.url("/runs")})
+			}
+		}
+		n += len(page.Runs)
+		if q.Cursor = page.Next; q.Cursor == "" {
+			break
+		}
+	}
+	for i := range out {
+		page, err := s.eng.Runs(r.Context(), yella.RunQuery{Process: out[i].Name, Status: []yella.Status{yella.StatusIdle}, Limit: 1, WithTotal: true})
+		if err != nil {
+			return nil, err
+		}
+		out[i].Waiting = page.Total
+	}
+	slices.SortFunc(out, func(a, b unregisteredRow) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 func (s *server) processes(w http.ResponseWriter, r *http.Request) {
@@ -194,6 +245,10 @@ func (s *server) processes(w http.ResponseWriter, r *http.Request) {
 		pm := m.Processes[p.Name]
 		d.Rows = append(d.Rows, processRow{Process: p, QueueLimit: p.Overflow.QueueLimit(), InFlight: pm.InFlight,
 			Dropped: pm.Dropped, RunsURL: runsFilter{Process: p.Name, Limit: defPageLimit}.url("/runs")})
+	}
+	if d.Unregistered, err = s.unregistered(r); err != nil {
+		s.engineError(w, r, err)
+		return
 	}
 	d.Graph = newGraph(s.eng.Graph(), m.Processes)
 	s.render(w, r, http.StatusOK, "processes", d)

@@ -6,6 +6,8 @@
 //
 // Every route lives under /api/. Errors are {"error": {"code", "message"}}
 // with a stable code; statusOf maps them to HTTP statuses in one table.
+// Responses are compact JSON (indentation would grow with the square of a
+// payload's nesting depth), and every read is bounded: see Options.
 // The package adds no authentication: serve it behind the guard the yella
 // command puts in front of it (bearer token, Host allowlist, same-origin
 // mutations, body limit).
@@ -24,17 +26,61 @@ import (
 	"github.com/yella-go/yella"
 )
 
-// Options configures the API. The zero value means defaults.
+// Defaults of the API's limits (see Options).
+const (
+	DefaultMaxPageSize      = yella.MaxPageSize
+	DefaultMaxResponseBytes = 16 << 20
+	DefaultQueryTimeout     = 10 * time.Second
+	DefaultMaxHeavyReads    = 4
+	DefaultMaxSubscribers   = 64
+	DefaultReplay           = 4096
+)
+
+// MaxFilterValues bounds the distinct values of one run filter (status=a,b,…);
+// repeated values count once.
+const MaxFilterValues = 16
+
+// Options configures the API. The zero value means defaults; a value of
+// zero or less for a limit means its default.
 type Options struct {
 	// Version is reported by the health route.
 	Version string
-	// Logger receives request errors. Defaults to discarding them.
+	// Logger receives request errors and one info line per mutation (who,
+	// route, run ids). Defaults to discarding them.
 	Logger *slog.Logger
 	// Replay is how many recent lifecycle events the SSE stream keeps for
-	// clients that reconnect. Defaults to 4096.
+	// clients that reconnect, in one ring shared by every client. Defaults
+	// to DefaultReplay (4096).
 	Replay int
 	// Keepalive is the interval of SSE comment frames. Defaults to 15s.
 	Keepalive time.Duration
+	// MaxSubscribers bounds the SSE clients connected at once; more are
+	// answered 503 BUSY with Retry-After. Defaults to DefaultMaxSubscribers
+	// (64).
+	MaxSubscribers int
+	// SubscriberQueue is how many events may wait for one SSE client (sent
+	// by the engine, not yet written to it). A client further behind, such
+	// as one that stopped reading, is sent a "reset" event if it still
+	// accepts data and is disconnected; EventSource reconnects and replays.
+	// The waiting events are read from the shared ring, never copied per
+	// client. Defaults to Replay; at most Replay.
+	SubscriberQueue int
+	// MaxPageSize is the largest limit= a run listing accepts. Defaults to
+	// DefaultMaxPageSize (1000, also the maximum).
+	MaxPageSize int
+	// MaxResponseBytes bounds one JSON response. A read whose answer would
+	// be larger stops and fails with 422 RESPONSE_TOO_LARGE, whose message
+	// says to ask for less. Defaults to DefaultMaxResponseBytes (16 MiB).
+	MaxResponseBytes int
+	// QueryTimeout bounds one read: its context, passed down to the store,
+	// is cancelled after it, which stops the query, and the read fails with
+	// 503 TIMEOUT. Defaults to DefaultQueryTimeout (10s).
+	QueryTimeout time.Duration
+	// MaxHeavyReads bounds the reads that query runs (listings, a run, a
+	// chain, a trace, observability, processes) running at once; more are
+	// answered 503 BUSY with Retry-After at once. Defaults to
+	// DefaultMaxHeavyReads (4).
+	MaxHeavyReads int
 	// Replication, when set, reports off-box replication for the health
 	// route. While it is stalled the health status is "degraded".
 	Replication func() ReplicationState
@@ -49,6 +95,33 @@ type ReplicationState struct {
 	Stalled   string        // why replication is stalled; "" when it is not
 }
 
+// withDefaults fills the zero (or negative) fields.
+func (o Options) withDefaults() Options {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&o.Replay, DefaultReplay)
+	def(&o.MaxSubscribers, DefaultMaxSubscribers)
+	def(&o.SubscriberQueue, o.Replay)
+	o.SubscriberQueue = min(o.SubscriberQueue, o.Replay)
+	def(&o.MaxPageSize, DefaultMaxPageSize)
+	o.MaxPageSize = min(o.MaxPageSize, yella.MaxPageSize)
+	def(&o.MaxResponseBytes, DefaultMaxResponseBytes)
+	def(&o.MaxHeavyReads, DefaultMaxHeavyReads)
+	if o.Keepalive <= 0 {
+		o.Keepalive = 15 * time.Second
+	}
+	if o.QueryTimeout <= 0 {
+		o.QueryTimeout = DefaultQueryTimeout
+	}
+	return o
+}
+
 // API serves the routes. Create it with New; Close it when the server
 // shuts down, which ends the SSE streams.
 type API struct {
@@ -56,6 +129,7 @@ type API struct {
 	opts    Options
 	mux     *http.ServeMux
 	broker  *broker
+	heavy   chan struct{} // a slot per heavy read in progress
 	started time.Time
 	done    chan struct{}
 	once    sync.Once
@@ -64,17 +138,10 @@ type API struct {
 // New returns the API of eng. It subscribes to eng's lifecycle events at
 // once, so the SSE replay buffer fills from the start.
 func New(eng *yella.Engine, opts Options) *API {
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	if opts.Replay <= 0 {
-		opts.Replay = 4096
-	}
-	if opts.Keepalive <= 0 {
-		opts.Keepalive = 15 * time.Second
-	}
-	a := &API{eng: eng, opts: opts, mux: http.NewServeMux(), started: time.Now(), done: make(chan struct{})}
-	a.broker = newBroker(eng, opts.Replay)
+	opts = opts.withDefaults()
+	a := &API{eng: eng, opts: opts, mux: http.NewServeMux(), heavy: make(chan struct{}, opts.MaxHeavyReads),
+		started: time.Now(), done: make(chan struct{})}
+	a.broker = newBroker(eng, opts.Replay, opts.SubscriberQueue, opts.MaxSubscribers)
 	a.routes()
 	return a
 }
@@ -95,12 +162,12 @@ func (a *API) routes() {
 		pattern string
 		h       http.HandlerFunc
 	}{
-		{"GET /api/health", a.health},
-		{"GET /api/processes", a.processes},
-		{"GET /api/runs", a.runs},
-		{"GET /api/runs/{id}", a.run},
-		{"GET /api/runs/{id}/chain", a.chain},
-		{"GET /api/runs/{id}/trace", a.trace},
+		{"GET /api/health", a.read(false, a.health)},
+		{"GET /api/processes", a.read(true, a.processes)},
+		{"GET /api/runs", a.read(true, a.runs)},
+		{"GET /api/runs/{id}", a.read(true, a.run)},
+		{"GET /api/runs/{id}/chain", a.read(true, a.chain)},
+		{"GET /api/runs/{id}/trace", a.read(true, a.trace)},
 		{"POST /api/emit", a.emit},
 		{"POST /api/runs/{id}/retry", a.action(a.eng.Retry)},
 		{"POST /api/runs/{id}/requeue", a.action(a.eng.RequeueDead)},
@@ -108,8 +175,8 @@ func (a *API) routes() {
 		{"POST /api/runs/{id}/resume", a.resume},
 		{"POST /api/runs/{id}/complete-effect", a.completeEffect},
 		{"POST /api/dead-letters/requeue", a.requeueAll},
-		{"GET /api/metrics", a.metrics},
-		{"GET /api/observability", a.observability},
+		{"GET /api/metrics", a.read(false, a.metrics)},
+		{"GET /api/observability", a.read(true, a.observability)},
 		{"GET /api/events", a.events},
 	}
 	known := http.NewServeMux() // the routes alone, to tell 404 from 405
@@ -167,10 +234,10 @@ var statusOf = map[yella.Code]int{
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var body ErrorBody
 	status := http.StatusInternalServerError
-	var ae *apiError
+	ae := a.limitError(r, err)
 	var tooBig *http.MaxBytesError
 	switch {
-	case errors.As(err, &ae):
+	case ae != nil || errors.As(err, &ae):
 		status, body.Error.Code, body.Error.Message = ae.status, ae.code, ae.message
 	case errors.As(err, &tooBig):
 		status, body.Error.Code, body.Error.Message = http.StatusRequestEntityTooLarge, "BODY_TOO_LARGE", err.Error()
@@ -183,19 +250,13 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
 	default:
 		body.Error.Code, body.Error.Message = "INTERNAL", "internal error"
 	}
-	if status >= 500 {
+	if status >= 500 && ae == nil && r.Context().Err() == nil {
 		a.opts.Logger.Error("api request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeJSON(w, status, body)
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	json.NewEncoder(w).Encode(body)
 }
 
 // decode reads a JSON body into v: one object, no unknown fields. An empty

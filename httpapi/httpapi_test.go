@@ -2,11 +2,13 @@ package httpapi_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -14,6 +16,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/yella-go/yella/httpapi"
 	"github.com/yella-go/yella/internal/clock"
 	"github.com/yella-go/yella/internal/httpguard"
+	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 )
 
@@ -29,6 +33,7 @@ var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
 // fixture is an engine on a memory store and a fake clock, with runs in
 // every interesting state, behind the API.
 type fixture struct {
+	st   *memstore.Store
 	eng  *yella.Engine
 	api  *httpapi.API
 	h    http.Handler
@@ -39,8 +44,20 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureWith(t, nil, httpapi.Options{Version: "test", Keepalive: time.Hour})
+}
+
+// newFixtureWith is newFixture with the store wrapped by wrap (if not nil)
+// and the API built with opts.
+func newFixtureWith(t *testing.T, wrap func(store.Store) store.Store, opts httpapi.Options) *fixture {
+	t.Helper()
 	clk := clock.NewFake(t0)
-	eng, err := yella.New(yella.Config{Store: memstore.New(), Clock: clk, Owner: "test-engine", MaxPayloadBytes: 4096})
+	st := memstore.New()
+	var engStore store.Store = st
+	if wrap != nil {
+		engStore = wrap(st)
+	}
+	eng, err := yella.New(yella.Config{Store: engStore, Clock: clk, Owner: "test-engine", MaxPayloadBytes: 4096})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +87,8 @@ func newFixture(t *testing.T) *fixture {
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	api := httpapi.New(eng, httpapi.Options{Version: "test", Keepalive: time.Hour})
-	f := &fixture{eng: eng, api: api, h: api, ids: map[string]string{}, clk: clk}
+	api := httpapi.New(eng, opts)
+	f := &fixture{st: st, eng: eng, api: api, h: api, ids: map[string]string{}, clk: clk}
 	for _, e := range [][2]string{{"order", "order:placed"}, {"bad", "bad:input"}, {"dead", "flaky"}, {"deferred", "post:drafted"}} {
 		name, ev := e[0], e[1]
 		runs, err := eng.EmitAndWait(ctx, ev, map[string]string{"name": name}, yella.IdempotencyKey(name))
@@ -124,6 +141,17 @@ func (f *fixture) normalise(s string) string {
 	return uptimeRE.ReplaceAllString(s, `"uptimeSeconds": "<uptime>"`)
 }
 
+// indent indents a compact response for its golden file, which is then
+// easy to review.
+func indent(t *testing.T, body string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, []byte(body), "", "  "); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, body)
+	}
+	return buf.String()
+}
+
 func golden(t *testing.T, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".golden.json")
@@ -161,7 +189,7 @@ func TestShapes(t *testing.T) {
 			if code != 200 {
 				t.Fatalf("%s: %d %s", c.path, code, body)
 			}
-			golden(t, c.name, f.normalise(body))
+			golden(t, c.name, f.normalise(indent(t, body)))
 		})
 	}
 }
@@ -205,10 +233,10 @@ func TestRoutes(t *testing.T) {
 		{"emit missing event", "POST", "/api/emit", `{"payload":{}}`, 400, "MISSING_EVENT"},
 		{"emit unknown event", "POST", "/api/emit", `{"event":"nobody:listens"}`, 422, "UNKNOWN_EVENT"},
 		{"emit payload too large", "POST", "/api/emit", `{"event":"order:placed","payload":"` + strings.Repeat("x", 5000) + `"}`, 413, "PAYLOAD_TOO_LARGE"},
-		{"retry errored", "POST", "/api/runs/" + id["bad"] + "/retry", "", 200, `"status": "idle"`},
+		{"retry errored", "POST", "/api/runs/" + id["bad"] + "/retry", "", 200, `"status":"idle"`},
 		{"retry completed", "POST", "/api/runs/" + id["order"] + "/retry", "", 409, "INVALID_RUN_STATE"},
 		{"retry unknown", "POST", "/api/runs/no-such-run/retry", "", 404, "RUN_NOT_FOUND"},
-		{"requeue dead", "POST", "/api/runs/" + id["dead"] + "/requeue", "", 200, `"status": "idle"`},
+		{"requeue dead", "POST", "/api/runs/" + id["dead"] + "/requeue", "", 200, `"status":"idle"`},
 		{"requeue completed", "POST", "/api/runs/" + id["order"] + "/requeue", "", 409, "INVALID_RUN_STATE"},
 		{"cancel completed", "POST", "/api/runs/" + id["order"] + "/cancel", "", 409, "INVALID_RUN_STATE"},
 		{"resume bad json", "POST", "/api/runs/" + id["deferred"] + "/resume", `{"payload":`, 400, "BAD_JSON"},
@@ -248,7 +276,7 @@ func TestRoutes(t *testing.T) {
 // token is required when set, and a cross-origin POST is refused.
 func TestGuarded(t *testing.T) {
 	f := newFixture(t)
-	g, err := httpguard.New(httpguard.Options{Token: "t0ken"})
+	g, err := httpguard.New(httpguard.Options{Token: "t0ken-0123456789abcdef"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,8 +289,8 @@ func TestGuarded(t *testing.T) {
 	}{
 		{"no token", "", "", 401},
 		{"wrong token", "Bearer nope", "", 401},
-		{"token, cross-origin", "Bearer t0ken", "https://evil.example", 403},
-		{"token, same origin", "Bearer t0ken", "http://127.0.0.1:3400", 201},
+		{"token, cross-origin", "Bearer t0ken-0123456789abcdef", "https://evil.example", 403},
+		{"token, same origin", "Bearer t0ken-0123456789abcdef", "http://127.0.0.1:3400", 201},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := httptest.NewRequest("POST", "/api/emit", strings.NewReader(`{"event":"order:placed"}`))
@@ -409,4 +437,158 @@ func FuzzParseRunQuery(f *testing.F) {
 			t.Fatalf("query %q: %v", raw, err)
 		}
 	})
+}
+
+// TestDeepNestingIsCheap: a deeply nested payload costs its own size in
+// every response, not the square of its depth (indented output would).
+// The run is stored directly, as one admitted before any depth limit.
+func TestDeepNestingIsCheap(t *testing.T) {
+	f := newFixture(t)
+	payload := strings.Repeat("[", 2000) + strings.Repeat("]", 2000)
+	res, err := f.st.Admit(context.Background(), store.Admission{Event: "webhook", Payload: json.RawMessage(payload),
+		Runs: []store.NewRun{{ID: "deep-run", Process: "webhook-sink"}}, Now: t0})
+	if err != nil || len(res.Admitted) != 1 {
+		t.Fatal(res, err)
+	}
+	for _, path := range []string{"/api/runs/deep-run", "/api/runs/deep-run/chain", "/api/runs?process=webhook-sink"} {
+		code, body := f.do(t, "GET", path, "")
+		if len(body) > len(payload)+2048 {
+			t.Fatalf("%s: %d bytes for a %d-byte payload", path, len(body), len(payload))
+		}
+		if code != 200 || !strings.Contains(body, payload) {
+			t.Fatalf("%s: %d, payload missing", path, code)
+		}
+	}
+}
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(s.b.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestMutationsLogged: every mutation through the API is logged at info
+// level with who made it, the route and the run ids, including each run
+// of a bulk requeue, and refused ones with their code.
+func TestMutationsLogged(t *testing.T) {
+	var logs syncBuffer
+	f := newFixtureWith(t, nil, httpapi.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	g, err := httpguard.New(httpguard.Options{Token: "t0ken-0123456789abcdef"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := g.Handler(f.api)
+	do := func(path, body string) string {
+		r := httptest.NewRequest("POST", path, strings.NewReader(body))
+		r.Host, r.RemoteAddr = "127.0.0.1:3400", "10.1.2.3:4444"
+		r.Header.Set("Authorization", "Bearer t0ken-0123456789abcdef")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Body.String()
+	}
+	var dead []string
+	for range 2 {
+		runs, err := f.eng.EmitAndWait(context.Background(), "flaky", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dead = append(dead, runs[0].ID)
+	}
+	emitted := do("/api/emit", `{"event":"order:placed"}`)
+	do("/api/runs/"+f.ids["bad"]+"/retry", "")
+	do("/api/runs/"+f.ids["order"]+"/cancel", "")
+	do("/api/dead-letters/requeue?process=flaky", "")
+	lines := logs.lines(t, "api mutation")
+	if len(lines) != 4 {
+		t.Fatalf("%d mutation lines, want 4: %v", len(lines), lines)
+	}
+	want := []struct {
+		route string
+		runs  []string
+		ok    bool
+	}{
+		{"POST /api/emit", []string{uuidRE.FindString(emitted)}, true},
+		{"POST /api/runs/{id}/retry", []string{f.ids["bad"]}, true},
+		{"POST /api/runs/{id}/cancel", []string{f.ids["order"]}, false},
+		{"POST /api/dead-letters/requeue", append([]string{f.ids["dead"]}, dead...), true},
+	}
+	for i, w := range want {
+		l := lines[i]
+		if l["level"] != "INFO" || l["who"] != "token" || l["remote"] != "10.1.2.3:4444" || l["route"] != w.route || l["ok"] != w.ok {
+			t.Errorf("line %d: %v, want %s by token, ok %v", i, l, w.route, w.ok)
+		}
+		if got := fmt.Sprint(l["runs"]); got != fmt.Sprint(w.runs) {
+			t.Errorf("line %d: runs %s, want %v", i, got, w.runs)
+		}
+	}
+	if lines[2]["code"] != "INVALID_RUN_STATE" {
+		t.Errorf("a refused cancel is logged with code %v", lines[2]["code"])
+	}
+}
+
+// TestNoHandler: runs of a process the serving engine does not have are
+// marked noHandler, and the processes listing names that process with its
+// waiting runs, so an operator sees why they wait.
+func TestNoHandler(t *testing.T) {
+	f := newFixture(t)
+	for _, id := range []string{"legacy-1", "legacy-2"} {
+		if _, err := f.st.Admit(context.Background(), store.Admission{Event: "legacy:sync", Payload: json.RawMessage(`{}`),
+			Runs: []store.NewRun{{ID: id, Process: "legacy-sync"}}, Now: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var run httpapi.RunDetail
+	_, body := f.do(t, "GET", "/api/runs/legacy-1", "")
+	if err := json.Unmarshal([]byte(body), &run); err != nil || !run.Run.NoHandler || run.Run.Status != yella.StatusIdle {
+		t.Fatalf("run of an unregistered process: %s", body)
+	}
+	_, body = f.do(t, "GET", "/api/runs/"+f.ids["order"], "")
+	if strings.Contains(body, "noHandler") {
+		t.Fatalf("a registered process's run is marked: %s", body)
+	}
+	var page httpapi.RunPage
+	_, body = f.do(t, "GET", "/api/runs?status=idle", "")
+	if err := json.Unmarshal([]byte(body), &page); err != nil || len(page.Runs) != 2 || !page.Runs[0].NoHandler || !page.Runs[1].NoHandler {
+		t.Fatalf("listing: %s", body)
+	}
+	var procs httpapi.Processes
+	_, body = f.do(t, "GET", "/api/processes", "")
+	if err := json.Unmarshal([]byte(body), &procs); err != nil {
+		t.Fatal(err)
+	}
+	var found *httpapi.Process
+	for i, p := range procs.Processes {
+		if !p.Registered {
+			if found != nil {
+				t.Fatalf("two unregistered processes: %s", body)
+			}
+			found = &procs.Processes[i]
+		}
+	}
+	if found == nil || found.Name != "legacy-sync" || found.Waiting != 2 {
+		t.Fatalf("processes: %s", body)
+	}
 }

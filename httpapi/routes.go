@@ -28,7 +28,7 @@ func (a *API) health(w http.ResponseWriter, r *http.Request) {
 			h.Status = "degraded"
 		}
 	}
-	writeJSON(w, http.StatusOK, h)
+	a.reply(w, r, http.StatusOK, h)
 }
 
 func (a *API) processes(w http.ResponseWriter, r *http.Request) {
@@ -40,23 +40,69 @@ func (a *API) processes(w http.ResponseWriter, r *http.Request) {
 	out := Processes{Processes: []Process{}, Edges: []Edge{}}
 	for _, p := range a.eng.Processes() {
 		pm := m.Processes[p.Name]
-		out.Processes = append(out.Processes, Process{Name: p.Name, On: p.On, Emits: p.Emits, Concurrency: p.Concurrency,
+		out.Processes = append(out.Processes, Process{Name: p.Name, Registered: true, On: p.On, Emits: p.Emits, Concurrency: p.Concurrency,
 			QueueLimit: pm.QueueLimit, InFlight: pm.InFlight, Dropped: pm.Dropped})
+	}
+	waiting, err := a.unregistered(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	for name, n := range waiting {
+		out.Processes = append(out.Processes, Process{Name: name, Waiting: n})
 	}
 	sort.Slice(out.Processes, func(i, j int) bool { return out.Processes[i].Name < out.Processes[j].Name })
 	for _, e := range a.eng.Graph().Edges {
 		out.Edges = append(out.Edges, Edge{From: e.From, Event: e.Event, To: e.To})
 	}
-	writeJSON(w, http.StatusOK, out)
+	a.reply(w, r, http.StatusOK, out)
+}
+
+// UnregisteredScan is how many of the oldest waiting (idle) runs the
+// processes listing reads to find processes this engine does not have.
+// Their runs are never started here, so they stay among the oldest.
+const UnregisteredScan = 1000
+
+// unregistered finds the processes without a handler here among the
+// oldest UnregisteredScan idle runs, with how many idle runs each has.
+func (a *API) unregistered(r *http.Request) (map[string]int64, error) {
+	h := a.handlers()
+	out := map[string]int64{}
+	q := yella.RunQuery{Status: []yella.Status{yella.StatusIdle}, Order: yella.OldestFirst, Limit: readBatch}
+	for seen := 0; seen < UnregisteredScan; {
+		page, err := a.eng.Runs(r.Context(), q)
+		if err != nil {
+			return nil, err
+		}
+		for _, run := range page.Runs {
+			if _, ok := out[run.Process]; !ok && !h[run.Process] {
+				out[run.Process] = 0
+			}
+		}
+		seen += len(page.Runs)
+		if q.Cursor = page.Next; q.Cursor == "" {
+			break
+		}
+	}
+	for name := range out {
+		page, err := a.eng.Runs(r.Context(), yella.RunQuery{Process: name, Status: []yella.Status{yella.StatusIdle}, Limit: 1, WithTotal: true})
+		if err != nil {
+			return nil, err
+		}
+		out[name] = page.Total
+	}
+	return out, nil
 }
 
 // ParseRunQuery reads a run listing's query string: status (repeated or
-// comma-separated), state, process, event, root (true/false), order
-// (newest/oldest), limit (1–1000), cursor and total (true/false). Unknown
-// parameters and malformed values are errors, so a typo does not silently
-// list everything.
+// comma-separated; a repeated value counts once, and at most
+// MaxFilterValues distinct values), state, process, event, root
+// (true/false), order (newest/oldest), limit (1–1000), cursor and total
+// (true/false). Unknown parameters and malformed values are errors, so a
+// typo does not silently list everything.
 func ParseRunQuery(v url.Values) (yella.RunQuery, error) {
 	var q yella.RunQuery
+	seen := map[yella.Status]bool{}
 	for k, vals := range v {
 		if len(vals) > 1 && k != "status" {
 			return q, fmt.Errorf("%s is given %d times", k, len(vals))
@@ -66,9 +112,15 @@ func ParseRunQuery(v url.Values) (yella.RunQuery, error) {
 		case "status":
 			for _, s := range vals {
 				for _, one := range strings.Split(s, ",") {
-					if one = strings.TrimSpace(one); one != "" {
-						q.Status = append(q.Status, yella.Status(one))
+					st := yella.Status(strings.TrimSpace(one))
+					if st == "" || seen[st] {
+						continue
 					}
+					if len(seen) == MaxFilterValues {
+						return q, fmt.Errorf("status has more than %d distinct values", MaxFilterValues)
+					}
+					seen[st] = true
+					q.Status = append(q.Status, st)
 				}
 			}
 		case "state":
@@ -115,20 +167,57 @@ func ParseRunQuery(v url.Values) (yella.RunQuery, error) {
 
 func (a *API) runs(w http.ResponseWriter, r *http.Request) {
 	q, err := ParseRunQuery(r.URL.Query())
+	if err == nil && q.Limit > a.opts.MaxPageSize {
+		err = fmt.Errorf("limit must be a number from 1 to %d on this server, got %d", a.opts.MaxPageSize, q.Limit)
+	}
 	if err != nil {
 		a.fail(w, r, badRequest("INVALID_QUERY", err.Error()))
 		return
 	}
-	page, err := a.eng.Runs(r.Context(), q)
-	if err != nil {
-		a.fail(w, r, err)
-		return
+	want := q.Limit
+	if want == 0 {
+		want = min(yella.DefaultPageSize, a.opts.MaxPageSize)
 	}
-	out := RunPage{Runs: runsOf(page.Runs), Next: page.Next}
-	if q.WithTotal {
-		out.Total = &page.Total
+	// The page is read readBatch runs at a time and encoded as it comes.
+	h := a.handlers()
+	b := a.newBody(r)
+	b.raw(`{"runs":[`)
+	var next string
+	var total *int64
+	for n := 0; n < want && b.err == nil; {
+		bq := q
+		bq.Limit, bq.WithTotal = min(want-n, readBatch), q.WithTotal && n == 0
+		page, err := a.eng.Runs(r.Context(), bq)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if bq.WithTotal {
+			total = &page.Total
+		}
+		for _, run := range page.Runs {
+			if n > 0 {
+				b.raw(",")
+			}
+			b.value(h.runOf(run))
+			n++
+		}
+		next, q.Cursor = page.Next, page.Next
+		if next == "" {
+			break
+		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	b.raw("]")
+	if next != "" {
+		b.raw(`,"next":`)
+		b.value(next)
+	}
+	if total != nil {
+		b.raw(`,"total":`)
+		b.value(*total)
+	}
+	b.raw("}")
+	a.send(w, r, http.StatusOK, b)
 }
 
 func (a *API) run(w http.ResponseWriter, r *http.Request) {
@@ -138,32 +227,38 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	d, err := a.detail(ctx, run)
+	tl, err := a.eng.Timeline(ctx, run.ID)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, d)
-}
-
-func (a *API) detail(ctx context.Context, run yella.Run) (RunDetail, error) {
-	d := RunDetail{Run: runOf(run), Timeline: []TimelineEntry{}, Effects: []Effect{}}
-	tl, err := a.eng.Timeline(ctx, run.ID)
-	if err != nil {
-		return d, err
-	}
-	for _, t := range tl {
-		d.Timeline = append(d.Timeline, TimelineEntry{N: t.N, At: t.At.UTC(), Status: t.Status, Attempt: t.Attempt, Error: t.Error, Code: t.Code, Note: t.Note})
-	}
 	effs, err := a.eng.Effects(ctx, run.ID)
 	if err != nil {
-		return d, err
+		a.fail(w, r, err)
+		return
 	}
-	for _, e := range effs {
-		d.Effects = append(d.Effects, Effect{Key: e.Key, Status: string(e.Status), Output: e.Output, Error: e.Error, Epoch: e.Epoch,
+	// The shape of RunDetail, encoded piece by piece.
+	h := a.handlers()
+	b := a.newBody(r)
+	b.raw(`{"run":`)
+	b.value(h.runOf(run))
+	b.raw(`,"timeline":[`)
+	for i, t := range tl {
+		if i > 0 {
+			b.raw(",")
+		}
+		b.value(TimelineEntry{N: t.N, At: t.At.UTC(), Status: t.Status, Attempt: t.Attempt, Error: t.Error, Code: t.Code, Note: t.Note})
+	}
+	b.raw(`],"effects":[`)
+	for i, e := range effs {
+		if i > 0 {
+			b.raw(",")
+		}
+		b.value(Effect{Key: e.Key, Status: string(e.Status), Output: e.Output, Error: e.Error, Epoch: e.Epoch,
 			StartedAt: e.StartedAt.UTC(), CompletedAt: ts(e.CompletedAt)})
 	}
-	return d, nil
+	b.raw("]}")
+	a.send(w, r, http.StatusOK, b)
 }
 
 func (a *API) chain(w http.ResponseWriter, r *http.Request) {
@@ -172,7 +267,17 @@ func (a *API) chain(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string][]Run{"runs": runsOf(runs)})
+	h := a.handlers()
+	b := a.newBody(r)
+	b.raw(`{"runs":[`)
+	for i, run := range runs {
+		if i > 0 {
+			b.raw(",")
+		}
+		b.value(h.runOf(run))
+	}
+	b.raw("]}")
+	a.send(w, r, http.StatusOK, b)
 }
 
 func (a *API) trace(w http.ResponseWriter, r *http.Request) {
@@ -181,7 +286,7 @@ func (a *API) trace(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, traceOf(t))
+	a.reply(w, r, http.StatusOK, traceOf(t))
 }
 
 // EmitRequest is the body of POST /api/emit.
@@ -210,6 +315,7 @@ func (a *API) emit(w http.ResponseWriter, r *http.Request) {
 		opts = append(opts, yella.IdempotencyKey(req.IdempotencyKey))
 	}
 	em, err := a.eng.Emit(r.Context(), req.Event, payload, opts...)
+	a.logMutation(r, em.Runs, err, "event", req.Event, "existing", em.Existing)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -227,18 +333,19 @@ func (a *API) emit(w http.ResponseWriter, r *http.Request) {
 	if len(out.Runs) == 0 {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, out)
+	a.reply(w, r, status, out)
 }
 
 // action adapts an operator action on one run (retry, requeue, cancel).
 func (a *API) action(do func(context.Context, string) (yella.Run, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		run, err := do(r.Context(), r.PathValue("id"))
+		a.logMutation(r, []string{r.PathValue("id")}, err)
 		if err != nil {
 			a.fail(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, runOf(run))
+		a.reply(w, r, http.StatusOK, a.handlers().runOf(run))
 	}
 }
 
@@ -260,6 +367,11 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 		payload = req.Payload
 	}
 	runs, err := a.eng.Resume(r.Context(), r.PathValue("id"), payload)
+	ids := []string{r.PathValue("id")}
+	for _, run := range runs {
+		ids = append(ids, run.ID)
+	}
+	a.logMutation(r, ids, err)
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -268,7 +380,7 @@ func (a *API) resume(w http.ResponseWriter, r *http.Request) {
 	for _, run := range runs {
 		out = append(out, Admitted{ID: run.ID, Process: run.Process, Status: run.Status})
 	}
-	writeJSON(w, http.StatusOK, map[string][]Admitted{"runs": out})
+	a.reply(w, r, http.StatusOK, map[string][]Admitted{"runs": out})
 }
 
 // CompleteEffectRequest is the body of POST /api/runs/{id}/complete-effect.
@@ -292,11 +404,12 @@ func (a *API) completeEffect(w http.ResponseWriter, r *http.Request) {
 		out = req.Output
 	}
 	run, err := a.eng.CompleteEffect(r.Context(), r.PathValue("id"), req.Key, out)
+	a.logMutation(r, []string{r.PathValue("id")}, err, "effect", req.Key)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, runOf(run))
+	a.reply(w, r, http.StatusOK, a.handlers().runOf(run))
 }
 
 func (a *API) requeueAll(w http.ResponseWriter, r *http.Request) {
@@ -307,12 +420,15 @@ func (a *API) requeueAll(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	n, err := a.eng.RequeueAllDead(r.Context(), q.Get("process"))
+	n, err := a.requeueAllDead(r, q.Get("process"))
+	if n == 0 && err == nil {
+		a.logMutation(r, nil, nil, "process", q.Get("process"))
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"requeued": n})
+	a.reply(w, r, http.StatusOK, map[string]int{"requeued": n})
 }
 
 func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
@@ -321,7 +437,7 @@ func (a *API) metrics(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, metricsOf(m))
+	a.reply(w, r, http.StatusOK, metricsOf(m))
 }
 
 // ParseObservabilityQuery reads window (a Go duration such as 1h, ending
@@ -404,5 +520,5 @@ func (a *API) observability(w http.ResponseWriter, r *http.Request) {
 		out.RecentErrors = append(out.RecentErrors, ErrorRecord{At: e.At.UTC(), Kind: e.Kind, Process: e.Process, RunID: e.RunID,
 			EffectKey: e.EffectKey, Context: e.Context, Message: e.Message})
 	}
-	writeJSON(w, http.StatusOK, out)
+	a.reply(w, r, http.StatusOK, out)
 }

@@ -1,7 +1,9 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -11,10 +13,17 @@ import (
 	"github.com/yella-go/yella"
 )
 
-// broker keeps the latest lifecycle events in a ring and wakes the SSE
-// clients. The engine's subscriber only appends under a mutex, so a slow
-// client never slows the engine: a client that falls behind the ring is
-// told so (a "reset" frame) and continues from the oldest kept event.
+// broker keeps the latest lifecycle events in one ring shared by every SSE
+// client and wakes the clients. The engine's subscriber only appends under
+// a mutex and checks the clients' lag, so a slow client never slows the
+// engine.
+//
+// A client reads the ring a batch at a time (sseBatch events), so it holds
+// no private copy of the backlog. Its queue is the events after the last
+// one it took: when that passes the queue bound (a client that stopped
+// reading blocks in a write and takes nothing), the broker kicks it, which
+// aborts its pending write; it gets a "reset" event if it still accepts
+// data, and is disconnected.
 //
 // Ids start at the server's start time in microseconds and increase by one
 // per event, so an id from before a restart is older than every id of this
@@ -25,12 +34,29 @@ type broker struct {
 	first int64   // id of the oldest kept event
 	next  int64   // id of the next event
 	wake  chan struct{}
+	subs  map[*subscriber]struct{}
+	max   int   // subscribers at once
+	queue int64 // events that may wait for one subscriber
 	unsub func()
 }
 
-func newBroker(eng *yella.Engine, size int) *broker {
+// subscriber is one SSE client.
+type subscriber struct {
+	last   int64 // id of the last event taken (under broker.mu)
+	kicked bool
+	kick   context.CancelCauseFunc
+}
+
+// sseBatch is how many events a client takes from the ring at a time.
+const sseBatch = 64
+
+// errSlow is the cause of a kicked client's context.
+var errSlow = errors.New("the client fell too far behind")
+
+func newBroker(eng *yella.Engine, size, queue, max int) *broker {
 	start := time.Now().UnixMicro()
-	b := &broker{ring: make([]Event, size), first: start, next: start, wake: make(chan struct{})}
+	b := &broker{ring: make([]Event, size), first: start, next: start, wake: make(chan struct{}),
+		subs: map[*subscriber]struct{}{}, max: max, queue: int64(queue)}
 	b.unsub = eng.Subscribe(b.add)
 	return b
 }
@@ -43,26 +69,56 @@ func (b *broker) add(e yella.Event) {
 	if b.next-b.first > int64(len(b.ring)) {
 		b.first = b.next - int64(len(b.ring))
 	}
+	for s := range b.subs {
+		if !s.kicked && id-s.last > b.queue {
+			s.kicked = true
+			s.kick(errSlow)
+		}
+	}
 	close(b.wake)
 	b.wake = make(chan struct{})
 	b.mu.Unlock()
 }
 
-// since copies the kept events after id (all kept events when id < 0, none
-// when id is -2 meaning "from now"), reports whether some were lost in
-// between, and returns the channel closed by the next event.
-func (b *broker) since(id int64, out []Event) ([]Event, bool, int64, <-chan struct{}) {
+// subscribe registers a client that has seen the events up to last (-1:
+// none; a stale or future id makes it start from the oldest kept event,
+// told by a reset). It returns nil when MaxSubscribers are connected.
+func (b *broker) subscribe(last int64, kick context.CancelCauseFunc) *subscriber {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	from := id + 1
+	if len(b.subs) >= b.max {
+		return nil
+	}
+	s := &subscriber{last: last, kick: kick}
+	b.subs[s] = struct{}{}
+	return s
+}
+
+func (b *broker) unsubscribe(s *subscriber) {
+	b.mu.Lock()
+	delete(b.subs, s)
+	b.mu.Unlock()
+}
+
+// take copies at most sseBatch events after the subscriber's last into
+// out, reports whether some were lost in between (the client is then told
+// to reload), and returns the channel closed by the next event.
+func (b *broker) take(s *subscriber, out []Event) ([]Event, bool, <-chan struct{}) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	from := s.last + 1
 	lost := from < b.first || from > b.next
 	if lost {
 		from = b.first
 	}
-	for i := from; i < b.next; i++ {
+	if b.next-from > b.queue { // a replay longer than the queue
+		from, lost = b.next-b.queue, true
+	}
+	for i := from; i < b.next && len(out) < sseBatch; i++ {
 		out = append(out, b.ring[i%int64(len(b.ring))])
 	}
-	return out, lost, b.next - 1, b.wake
+	s.last = from + int64(len(out)) - 1
+	return out, lost, b.wake
 }
 
 func (b *broker) now() int64 {
@@ -71,13 +127,16 @@ func (b *broker) now() int64 {
 	return b.next - 1
 }
 
-// serve streams events as SSE frames: "id", "event" (the lifecycle event
+// sseWriteTimeout bounds one write to a client.
+const sseWriteTimeout = 10 * time.Second
+
+// events streams events as SSE frames: "id", "event" (the lifecycle event
 // type) and "data" (the Event JSON). With a Last-Event-ID header (sent by
 // EventSource on reconnect) or ?since=<id> it first replays the kept
 // events after that id. A comment frame every keepalive keeps proxies
-// from closing an idle stream.
+// from closing an idle stream. Past MaxSubscribers clients it answers 503
+// BUSY; a client further behind than SubscriberQueue is disconnected.
 func (a *API) events(w http.ResponseWriter, r *http.Request) {
-	rc := http.NewResponseController(w)
 	last := a.broker.now()
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		last = -1
@@ -92,56 +151,101 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		}
 		last = n
 	}
+	ctx, kick := context.WithCancelCause(r.Context())
+	defer kick(nil)
+	sub := a.broker.subscribe(last, kick)
+	if sub == nil {
+		w.Header().Set("Retry-After", "5")
+		a.fail(w, r, &apiError{http.StatusServiceUnavailable, "BUSY",
+			fmt.Sprintf("%d event streams are open, the most this server serves at once; try again later", a.broker.max)})
+		return
+	}
+	defer a.broker.unsubscribe(sub)
+	rc := http.NewResponseController(w)
+	// A kick aborts a write in progress (a client that does not read
+	// blocks it); the handler waits for that before it returns.
+	aborted := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(aborted)
+		rc.SetWriteDeadline(time.Now())
+	})
+	defer func() {
+		if !stop() {
+			<-aborted
+		}
+	}()
+
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	rc.SetWriteDeadline(time.Time{}) // the stream outlives the server's write timeout
-	write := func(s string) bool {
-		rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := fmt.Fprint(w, s); err != nil {
+	write := func(p []byte) bool {
+		rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+		if ctx.Err() != nil { // kicked meanwhile: the deadline just set must not stand
+			return false
+		}
+		if _, err := w.Write(p); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
-	if !write(fmt.Sprintf("retry: 2000\nevent: hello\ndata: {\"at\":%q}\n\n", time.Now().UTC().Format(time.RFC3339Nano))) {
+	// slow answers a kicked client: a reset if it still accepts data.
+	slow := func() {
+		if context.Cause(ctx) != errSlow {
+			return
+		}
+		<-aborted
+		rc.SetWriteDeadline(time.Now().Add(time.Second))
+		w.Write(fmt.Appendf(nil, "event: reset\ndata: {\"reason\":\"this client fell more than %d events behind; reconnect and reload the state\"}\n\n", a.broker.queue))
+		rc.Flush()
+	}
+	if !write(fmt.Appendf(nil, "retry: 2000\nevent: hello\ndata: {\"at\":%q}\n\n", time.Now().UTC().Format(time.RFC3339Nano))) {
+		slow()
 		return
 	}
 	keep := time.NewTicker(a.opts.Keepalive)
 	defer keep.Stop()
 	var buf []Event
+	var frame []byte
 	for {
-		evs, lost, newest, wake := a.broker.since(last, buf[:0])
-		buf = evs
+		evs, lost, wake := a.broker.take(sub, buf[:0])
+		buf, frame = evs, frame[:0]
 		if lost {
-			if !write(fmt.Sprintf("event: reset\ndata: {\"reason\":\"events were missed; reload the state\",\"last\":%d}\n\n", newest)) {
-				return
-			}
+			frame = fmt.Appendf(frame, "event: reset\ndata: {\"reason\":\"events were missed; reload the state\",\"last\":%d}\n\n", sub.lastSeen(evs))
 		}
-		if len(evs) > 0 {
-			var frame []byte
-			for _, e := range evs {
-				data, _ := json.Marshal(e)
-				frame = fmt.Appendf(frame, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, data)
-			}
-			if !write(string(frame)) {
-				return
-			}
-			last = evs[len(evs)-1].ID
-		} else if lost {
-			last = newest
+		for _, e := range evs {
+			data, _ := json.Marshal(e)
+			frame = fmt.Appendf(frame, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, data)
+		}
+		if len(frame) > 0 && !write(frame) {
+			slow()
+			return
+		}
+		if len(evs) == sseBatch {
+			continue // more are waiting
 		}
 		select {
-		case <-r.Context().Done():
+		case <-ctx.Done():
+			slow()
 			return
 		case <-a.done:
 			return
 		case <-keep.C:
-			if !write(": keepalive\n\n") {
+			if !write([]byte(": keepalive\n\n")) {
+				slow()
 				return
 			}
 		case <-wake:
 		}
 	}
+}
+
+// lastSeen is the id a reset frame reports: the event before the first
+// one sent after it.
+func (s *subscriber) lastSeen(evs []Event) int64 {
+	if len(evs) > 0 {
+		return evs[0].ID - 1
+	}
+	return s.last
 }

@@ -38,6 +38,11 @@ type Run struct {
 	StartedAt      *time.Time      `json:"startedAt,omitempty"`
 	CompletedAt    *time.Time      `json:"completedAt,omitempty"`
 	Version        string          `json:"version,omitempty"`
+	// NoHandler is true when the engine serving the API has no process of
+	// this name: it leaves the run as it is, so an idle one waits until a
+	// process of that name is registered (here or in another engine on
+	// the same store).
+	NoHandler bool `json:"noHandler,omitempty"`
 }
 
 func ts(t time.Time) *time.Time {
@@ -48,20 +53,24 @@ func ts(t time.Time) *time.Time {
 	return &u
 }
 
-func runOf(r yella.Run) Run {
-	return Run{ID: r.ID, Seq: r.Seq, Process: r.Process, Event: r.Event, CorrelationID: r.CorrelationID, ParentID: r.ParentID,
+// handlers is the set of processes registered with the engine, taken once
+// per request.
+type handlers map[string]bool
+
+func (a *API) handlers() handlers {
+	h := handlers{}
+	for _, p := range a.eng.Processes() {
+		h[p.Name] = true
+	}
+	return h
+}
+
+func (h handlers) runOf(r yella.Run) Run {
+	return Run{NoHandler: !h[r.Process], ID: r.ID, Seq: r.Seq, Process: r.Process, Event: r.Event, CorrelationID: r.CorrelationID, ParentID: r.ParentID,
 		Depth: r.Depth, Status: r.Status, State: r.State(), Payload: r.Payload, Context: r.Context, Output: r.Output,
 		Error: r.Error, ErrorCode: r.ErrorCode, Then: r.Then, IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		Epoch: r.Epoch, RetryAt: ts(r.RetryAt), LeaseOwner: r.LeaseOwner, LeaseExpires: ts(r.LeaseExpires),
 		CreatedAt: r.CreatedAt.UTC(), StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), Version: r.Version}
-}
-
-func runsOf(rs []yella.Run) []Run {
-	out := make([]Run, len(rs))
-	for i, r := range rs {
-		out[i] = runOf(r)
-	}
-	return out
 }
 
 // RunPage is GET /api/runs.
@@ -115,10 +124,16 @@ type Emitted struct {
 	Reason   yella.Reason `json:"reason,omitempty"`   // why nothing was admitted
 }
 
-// Process is one registered process with its live figures.
+// Process is one process with its live figures: a registered one, or one
+// that has waiting runs in the store but no handler in this engine.
 type Process struct {
-	Name        string   `json:"name"`
-	On          string   `json:"on"`
+	Name string `json:"name"`
+	// Registered is false for a process seen in the store (among the
+	// oldest waiting runs, see UnregisteredScan) that this engine does not
+	// have: its runs wait as they are.
+	Registered  bool     `json:"registered"`
+	Waiting     int64    `json:"waiting,omitempty"` // idle runs of an unregistered process
+	On          string   `json:"on,omitempty"`
 	Emits       []string `json:"emits,omitempty"`
 	Concurrency int      `json:"concurrency"`
 	QueueLimit  int      `json:"queueLimit"`

@@ -41,6 +41,9 @@ type serveConfig struct {
 	logLevel                         string
 	replicate                        string
 	replInterval                     time.Duration
+	queryTimeout                     time.Duration
+	maxResponse, heavyReads, streams int
+	sessionIdle, sessionMaxAge       time.Duration
 }
 
 func serveFlags(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
@@ -62,6 +65,12 @@ func serveFlags(stderr io.Writer) (*serveConfig, *flag.FlagSet) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.replicate, "replicate", os.Getenv("YELLA_REPLICATE"), "replicate the database continuously to file:///path or s3://bucket/path?endpoint=…&region=… (env YELLA_REPLICATE; S3 credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY)")
 	fs.DurationVar(&c.replInterval, "replicate-interval", replicate.DefaultSyncInterval, "how often new commits are shipped to the replica: the window a restore can lose")
+	fs.DurationVar(&c.queryTimeout, "query-timeout", httpapi.DefaultQueryTimeout, "the longest one API read may take; its store query is stopped then")
+	fs.IntVar(&c.maxResponse, "max-response-bytes", httpapi.DefaultMaxResponseBytes, "the largest API answer; a read that would answer more fails (ask for fewer runs)")
+	fs.IntVar(&c.heavyReads, "max-heavy-reads", httpapi.DefaultMaxHeavyReads, "API reads of runs served at once; more are answered 503 with Retry-After")
+	fs.IntVar(&c.streams, "max-event-streams", httpapi.DefaultMaxSubscribers, "event streams (SSE) served at once; more are answered 503")
+	fs.DurationVar(&c.sessionIdle, "session-idle", httpguard.DefaultSessionIdle, "a browser signed in with the token is signed out after this long without a request")
+	fs.DurationVar(&c.sessionMaxAge, "session-max-age", httpguard.DefaultSessionMaxAge, "a browser is signed out this long after signing in, however active")
 	return c, fs
 }
 
@@ -95,7 +104,7 @@ func (c *serveConfig) resolveToken() error {
 }
 
 func (c *serveConfig) guardOptions() httpguard.Options {
-	o := httpguard.Options{Token: c.token}
+	o := httpguard.Options{Token: c.token, SessionIdle: c.sessionIdle, SessionMaxAge: c.sessionMaxAge}
 	for _, h := range strings.Split(c.hosts, ",") {
 		if h = strings.TrimSpace(h); h != "" {
 			o.Hosts = append(o.Hosts, h)
@@ -168,7 +177,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	aopts := httpapi.Options{Version: versionString(), Logger: log}
+	aopts := httpapi.Options{Version: versionString(), Logger: log, QueryTimeout: c.queryTimeout, MaxResponseBytes: c.maxResponse,
+		MaxHeavyReads: c.heavyReads, MaxSubscribers: c.streams}
 	popts := prommetrics.Options{
 		Writer: func() prommetrics.WriterStats {
 			s := st.Stats()
@@ -200,7 +210,9 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	guard, err := httpguard.New(c.guardOptions())
+	gopts := c.guardOptions()
+	gopts.Logger = log
+	guard, err := httpguard.New(gopts)
 	if err != nil {
 		return err
 	}

@@ -72,7 +72,7 @@ func TestServeProcess(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/api/health"); code != 200 || !strings.Contains(body, `"status": "ok"`) {
+	if code, body := get("/api/health"); code != 200 || !strings.Contains(body, `"status":"ok"`) {
 		t.Fatalf("health: %d %s", code, body)
 	}
 	resp, err := http.Post(base+"/api/emit", "application/json", strings.NewReader(`{"event":"approval:needed","payload":{"approvalId":"apr_x","actor":"ops"}}`))

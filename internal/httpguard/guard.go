@@ -1,60 +1,132 @@
 // Package httpguard is the security layer in front of Yella's HTTP surface
 // (the JSON API, the dashboard and the metrics endpoint): a Host allowlist
-// against DNS rebinding, bearer-token authentication compared in constant
-// time (a header for programs, an HttpOnly cookie set by a login form for
-// browsers; never a URL parameter), same-origin protection on every
-// mutation, a request body limit and security headers.
+// against DNS rebinding, authentication (a bearer token compared in
+// constant time for programs; for browsers a sign-in form that starts a
+// server-side session whose random id travels in an HttpOnly cookie, never
+// the token itself; never a URL parameter), throttled sign-in, same-origin
+// protection on every mutation, a request body limit and security headers.
+//
+// Handlers behind the guard learn who made a request with Actor, to log
+// what each operator changed.
 package httpguard
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
+	"unicode"
 )
 
-// CookieName is the cookie that carries the token for browsers.
-const CookieName = "yella_token"
+// HealthPath is always served without a token: a load balancer's check.
+// What it answers must stay free of secrets.
+const HealthPath = "/api/health"
 
-// Options configures a Guard.
+// MinTokenLen is the shortest access token accepted.
+const MinTokenLen = 16
+
+// Defaults of Options.
+const (
+	DefaultMaxBody        = 2 << 20
+	DefaultSessionIdle    = 12 * time.Hour
+	DefaultSessionMaxAge  = 7 * 24 * time.Hour
+	DefaultMaxSessions    = 1000
+	DefaultLoginPerClient = 5
+	DefaultLoginGlobal    = 60
+)
+
+// Options configures a Guard. Zero values mean the defaults.
 type Options struct {
-	// Token, when set, is required on every request except the login page
-	// and the health check: "Authorization: Bearer <token>" or the cookie
-	// the login page sets.
+	// Token, when set, is required on every request except the sign-in
+	// page and the open paths: "Authorization: Bearer <token>" (the scheme
+	// in any case) or the session cookie the sign-in page sets. It must be
+	// at least MinTokenLen characters, without spaces or control
+	// characters.
 	Token string
 	// Hosts are the accepted Host header values (host names or addresses,
 	// without ports). Empty means loopback only: localhost, 127.0.0.1 and
 	// ::1. "*" accepts any host (only with a Token).
 	Hosts []string
-	// MaxBody bounds request bodies in bytes. Defaults to 2 MiB.
+	// MaxBody bounds request bodies in bytes. Defaults to DefaultMaxBody
+	// (2 MiB).
 	MaxBody int64
-	// Open lists paths served without a token (exact matches), such as a
-	// health check for a load balancer.
+	// Open lists more paths served without a token (exact matches) besides
+	// HealthPath.
 	Open []string
+	// SessionIdle signs a browser out after this long without a request.
+	// Defaults to DefaultSessionIdle (12h).
+	SessionIdle time.Duration
+	// SessionMaxAge signs a browser out this long after it signed in,
+	// however active. Defaults to DefaultSessionMaxAge (7 days).
+	SessionMaxAge time.Duration
+	// MaxSessions bounds the sessions kept; past it, signing in ends the
+	// least recently used one. Defaults to DefaultMaxSessions (1000).
+	MaxSessions int
+	// LoginPerClient is how many sign-in attempts one client address may
+	// make per minute (a burst of that many, then one every 60s/n), and how
+	// many wrong bearer tokens it may send. Past it the answer is 429 with
+	// Retry-After. Defaults to DefaultLoginPerClient (5).
+	LoginPerClient int
+	// LoginGlobal is how many sign-in attempts all clients together may
+	// make per minute. Defaults to DefaultLoginGlobal (60).
+	LoginGlobal int
+	// Logger receives sign-ins, sign-outs and refused attempts. Defaults
+	// to discarding them.
+	Logger *slog.Logger
+	// Now is the clock of sessions and throttling. Defaults to time.Now.
+	Now func() time.Time
 }
 
 // Guard wraps a handler with the checks in the package comment.
 type Guard struct {
-	opts   Options
-	token  [32]byte // sha256 of the token: constant-time comparisons of equal-length values
-	hosts  map[string]bool
-	anyHst bool
-	cop    *http.CrossOriginProtection
+	opts     Options
+	token    [32]byte // sha256 of the token: constant-time comparisons of equal-length values
+	hosts    map[string]bool
+	anyHst   bool
+	cop      *http.CrossOriginProtection
+	sessions *sessions
+	clients  *limiter // per client address
+	global   *limiter // every sign-in attempt
 }
 
 // New validates opts and returns a Guard. Accepting any host requires a
 // token: without one, a DNS-rebinding page could drive the API.
 func New(opts Options) (*Guard, error) {
-	g := &Guard{opts: opts, hosts: map[string]bool{}, cop: http.NewCrossOriginProtection()}
-	if g.opts.MaxBody <= 0 {
-		g.opts.MaxBody = 2 << 20
+	if opts.MaxBody <= 0 {
+		opts.MaxBody = DefaultMaxBody
 	}
+	if opts.SessionIdle <= 0 {
+		opts.SessionIdle = DefaultSessionIdle
+	}
+	if opts.SessionMaxAge <= 0 {
+		opts.SessionMaxAge = DefaultSessionMaxAge
+	}
+	if opts.MaxSessions <= 0 {
+		opts.MaxSessions = DefaultMaxSessions
+	}
+	if opts.LoginPerClient <= 0 {
+		opts.LoginPerClient = DefaultLoginPerClient
+	}
+	if opts.LoginGlobal <= 0 {
+		opts.LoginGlobal = DefaultLoginGlobal
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	g := &Guard{opts: opts, hosts: map[string]bool{}, cop: http.NewCrossOriginProtection(),
+		sessions: newSessions(opts.MaxSessions, opts.SessionIdle, opts.SessionMaxAge),
+		clients:  newLimiter(opts.LoginPerClient, maxClients), global: newLimiter(opts.LoginGlobal, 1)}
 	hosts := opts.Hosts
 	if len(hosts) == 0 {
 		hosts = []string{"localhost", "127.0.0.1", "::1"}
@@ -74,6 +146,9 @@ func New(opts Options) (*Guard, error) {
 		return nil, errors.New("httpguard: accepting any Host header requires a token")
 	}
 	if opts.Token != "" {
+		if err := checkToken(opts.Token); err != nil {
+			return nil, err
+		}
 		g.token = sha256.Sum256([]byte(opts.Token))
 	}
 	g.cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -82,10 +157,25 @@ func New(opts Options) (*Guard, error) {
 	return g, nil
 }
 
-// Handler returns h behind the guard, with the login page at /login when
-// a token is set.
+// checkToken refuses tokens that are short, or contain spaces or control
+// characters (a token of spaces passed a length check, and a header's
+// spaces are trimmed, so only the sign-in form could ever match it).
+func checkToken(t string) error {
+	if strings.IndexFunc(t, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return errors.New("httpguard: the access token must not contain spaces or control characters")
+	}
+	if n := len([]rune(t)); n < MinTokenLen {
+		return fmt.Errorf("httpguard: the access token must be at least %d characters, got %d", MinTokenLen, n)
+	}
+	return nil
+}
+
+// Handler returns h behind the guard, with the sign-in page at /login and
+// sign-out at POST /logout when a token is set.
 func (g *Guard) Handler(h http.Handler) http.Handler {
 	inner := g.cop.Handler(h)
+	login := g.cop.Handler(http.HandlerFunc(g.login))
+	logout := g.cop.Handler(http.HandlerFunc(g.logout))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hdr := w.Header()
 		hdr.Set("X-Content-Type-Options", "nosniff")
@@ -100,26 +190,42 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, g.opts.MaxBody)
-		if g.opts.Token != "" {
-			if r.URL.Path == "/login" {
-				g.cop.Handler(http.HandlerFunc(g.login)).ServeHTTP(w, r)
-				return
-			}
-			if !g.authorized(r) && !g.open(r.URL.Path) {
-				if wantsHTML(r) {
-					http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
-					return
-				}
-				w.Header().Set("WWW-Authenticate", `Bearer realm="yella"`)
-				deny(w, r, http.StatusUnauthorized, "UNAUTHORIZED", "a bearer token is required")
-				return
-			}
+		if g.opts.Token == "" {
+			inner.ServeHTTP(w, r.WithContext(withActor(r.Context(), "anonymous")))
+			return
 		}
-		inner.ServeHTTP(w, r)
+		switch r.URL.Path {
+		case "/login":
+			login.ServeHTTP(w, r)
+			return
+		case "/logout":
+			logout.ServeHTTP(w, r)
+			return
+		}
+		actor, status := g.authenticate(w, r)
+		switch {
+		case status == http.StatusTooManyRequests:
+			deny(w, r, status, "TOO_MANY_ATTEMPTS", "too many wrong tokens from your address; wait before trying again")
+			return
+		case actor == "" && g.open(r.URL.Path):
+			actor = "anonymous"
+		case actor == "":
+			if wantsHTML(r) {
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			w.Header().Set("WWW-Authenticate", `Bearer realm="yella"`)
+			deny(w, r, http.StatusUnauthorized, "UNAUTHORIZED", "a bearer token is required")
+			return
+		}
+		inner.ServeHTTP(w, r.WithContext(withActor(r.Context(), actor)))
 	})
 }
 
 func (g *Guard) open(path string) bool {
+	if path == HealthPath {
+		return true
+	}
 	for _, p := range g.opts.Open {
 		if p == path {
 			return true
@@ -139,17 +245,39 @@ func (g *Guard) hostAllowed(hostport string) bool {
 	return g.hosts[strings.ToLower(strings.Trim(host, "[]"))]
 }
 
-// authorized compares the offered token with the configured one in
-// constant time (hashing first makes the lengths equal).
-func (g *Guard) authorized(r *http.Request) bool {
-	offered := ""
+// authenticate names who sent r: "token" for the bearer token, the
+// session for a valid session cookie, "" for nobody. A client that sent
+// too many wrong tokens gets 429 (with Retry-After set on w) until it
+// waits.
+func (g *Guard) authenticate(w http.ResponseWriter, r *http.Request) (string, int) {
 	if a := r.Header.Get("Authorization"); a != "" {
-		if t, ok := strings.CutPrefix(a, "Bearer "); ok {
-			offered = strings.TrimSpace(t)
+		scheme, rest, _ := strings.Cut(a, " ")
+		if !strings.EqualFold(scheme, "Bearer") { // RFC 7235: the scheme is case-insensitive
+			return "", http.StatusUnauthorized
 		}
-	} else if c, err := r.Cookie(CookieName); err == nil {
-		offered = c.Value
+		now, addr := g.opts.Now(), clientAddr(r)
+		if wait, ok := g.clients.take(addr, now); !ok {
+			w.Header().Set("Retry-After", seconds(wait))
+			g.opts.Logger.Warn("bearer token refused: too many wrong tokens", "remote", r.RemoteAddr)
+			return "", http.StatusTooManyRequests
+		}
+		if g.tokenMatches(strings.TrimSpace(rest)) {
+			g.clients.give(addr)
+			return "token", http.StatusOK
+		}
+		return "", http.StatusUnauthorized
 	}
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		if s := g.sessions.touch(c.Value, g.opts.Now()); s != "" {
+			return s, http.StatusOK
+		}
+	}
+	return "", http.StatusUnauthorized
+}
+
+// tokenMatches compares in constant time (hashing first makes the lengths
+// equal). An empty offer never matches.
+func (g *Guard) tokenMatches(offered string) bool {
 	if offered == "" {
 		return false
 	}
@@ -157,45 +285,13 @@ func (g *Guard) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(sum[:], g.token[:]) == 1
 }
 
-var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Yella: sign in</title></head>
-<body style="font-family: system-ui, sans-serif; max-width: 24rem; margin: 4rem auto; padding: 0 1rem">
-<h1>Yella</h1>
-{{if .Error}}<p role="alert"><strong>{{.Error}}</strong></p>{{end}}
-<form method="post" action="/login">
-<input type="hidden" name="next" value="{{.Next}}">
-<label for="token">Access token</label><br>
-<input id="token" name="token" type="password" autocomplete="current-password" required style="width: 100%">
-<p><button type="submit">Sign in</button></p>
-</form></body></html>
-`))
-
-func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
-	next := r.FormValue("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") {
-		next = "/"
+// clientAddr is the throttling key of r: its remote IP address (proxies'
+// headers are not trusted).
+func clientAddr(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
 	}
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
-	w.Header().Set("Cache-Control", "no-store")
-	data := struct{ Next, Error string }{Next: next}
-	if r.Method == http.MethodPost {
-		offered := r.PostFormValue("token")
-		sum := sha256.Sum256([]byte(offered))
-		if subtle.ConstantTimeCompare(sum[:], g.token[:]) == 1 {
-			http.SetCookie(w, &http.Cookie{Name: CookieName, Value: offered, Path: "/", HttpOnly: true,
-				Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-			http.Redirect(w, r, next, http.StatusSeeOther)
-			return
-		}
-		w.WriteHeader(http.StatusUnauthorized)
-		data.Error = "That token is not right."
-	} else if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		deny(w, r, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "use GET or POST")
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	loginPage.Execute(w, data)
+	return r.RemoteAddr
 }
 
 func wantsHTML(r *http.Request) bool {
@@ -212,6 +308,21 @@ func deny(w http.ResponseWriter, r *http.Request, status int, code, msg string) 
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(map[string]map[string]string{"error": {"code": code, "message": msg}})
+}
+
+type actorKey struct{}
+
+func withActor(ctx context.Context, who string) context.Context {
+	return context.WithValue(ctx, actorKey{}, who)
+}
+
+// Actor names who made a request that passed the guard, for logs: "token"
+// (the bearer token), "session:<first 8 hex digits of the session id>"
+// (a signed-in browser), or "anonymous" (no token is configured, or an
+// open path). It is "" for a request that did not pass a guard.
+func Actor(ctx context.Context) string {
+	s, _ := ctx.Value(actorKey{}).(string)
+	return s
 }
 
 // IsLoopback reports whether addr (host:port, or a host) binds only the
