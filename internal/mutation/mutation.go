@@ -37,7 +37,7 @@ type Edit struct {
 // Test is one go test invocation that must fail when a mutation is
 // applied.
 type Test struct {
-	Pkg  string // package, relative to the module root: "./store/sqlitestore"
+	Pkg  string // package, relative to the module root: "." or "./store/sqlitestore"
 	Run  string // the -run regexp
 	Tags string // build tags, if any
 	// Full marks a slow test (crash, trust) run only by the full form.
@@ -54,12 +54,35 @@ func (t Test) String() string {
 	return s
 }
 
-// Name is the test the -run regexp selects, for people: the conformance
-// case ("Lease/StaleCompletionWhileRunning") or the test function.
+// Name is the test the -run regexp selects, for people: the case of the
+// engine suite or of a store's conformance suite
+// ("Lease/StaleCompletionWhileRunning"), or the test function.
 func (t Test) Name() string {
-	n := strings.TrimPrefix(t.Run, "^TestConformance$/")
-	return strings.TrimSuffix(strings.TrimPrefix(n, "^"), "$")
+	top, _, c := t.parts()
+	if c != "" {
+		return c
+	}
+	return top
 }
+
+// parts splits the -run regexp into the test function, the store and the
+// case: ^TestEngineSuite$/^<store>$/^<case>$ (the engine suite on one
+// store), ^TestConformance$/^<case>$ (a store's conformance suite) or
+// ^TestX$ (a test function).
+func (t Test) parts() (top, store, c string) {
+	if m := engineRun.FindStringSubmatch(t.Run); m != nil {
+		return "TestEngineSuite", m[1], m[2]
+	}
+	if m := storeRun.FindStringSubmatch(t.Run); m != nil {
+		return "TestConformance", "", m[1]
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(t.Run, "^"), "$"), "", ""
+}
+
+var (
+	engineRun = regexp.MustCompile(`^\^TestEngineSuite\$/\^([a-z]+)\$/\^(.+)\$$`)
+	storeRun  = regexp.MustCompile(`^\^TestConformance\$/\^(.+)\$$`)
+)
 
 func (t Test) timeout() time.Duration {
 	if t.Timeout == 0 {
@@ -153,8 +176,8 @@ func Validate(ms []Mutation) error {
 			}
 		}
 		for _, t := range m.Tests {
-			if !strings.HasPrefix(t.Pkg, "./") || t.Run == "" {
-				return fmt.Errorf("mutation %s: test %s needs a ./package and a -run regexp", m.Name, t)
+			if (t.Pkg != "." && !strings.HasPrefix(t.Pkg, "./")) || t.Run == "" {
+				return fmt.Errorf("mutation %s: test %s needs a package (. or ./path) and a -run regexp", m.Name, t)
 			}
 			if _, err := regexp.Compile(t.Run); err != nil {
 				return fmt.Errorf("mutation %s: test %s: %v", m.Name, t, err)

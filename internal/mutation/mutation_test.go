@@ -2,11 +2,13 @@ package mutation
 
 import (
 	"context"
+	"fmt"
 	"go/parser"
 	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -34,6 +36,89 @@ func TestListAppliesToTheTree(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every test a mutation names exists, down to its case: the test function
+// in the package's test files, and for a suite case the store and the case
+// name in the suite's sources (a renamed case would otherwise only show as
+// NO-TESTS when the check runs).
+func TestEveryNamedTestExists(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range All {
+		for _, test := range m.Tests {
+			if err := namedTestExists(root, test); err != nil {
+				t.Errorf("mutation %s: %v", m.Name, err)
+			}
+			n++
+		}
+	}
+	// The check itself notices a missing function, store and case.
+	for _, bad := range []Test{
+		{Pkg: "./store/sqlitestore", Run: "^TestNoSuchTest$"},
+		{Pkg: ".", Run: "^TestEngineSuite$/^nostore$/^Lease/StaleCompletionWhileRunning$"},
+		{Pkg: ".", Run: "^TestEngineSuite$/^memstore$/^Lease/NoSuchCase$"},
+		{Pkg: "./store/sqlitestore", Run: "^TestConformance$/^Lease/StaleCompletionWhileRunning$"}, // an engine case, not a store case
+		{Pkg: "./store/sqlitestore", Run: "^TestOpenLocked$|^TestOther$"},
+	} {
+		if namedTestExists(root, bad) == nil {
+			t.Errorf("%s: not reported missing", bad)
+		}
+	}
+	t.Logf("%d named tests found", n)
+}
+
+// namedTestExists checks the sources for the test a Test selects.
+func namedTestExists(root string, test Test) error {
+	src, err := sources(filepath.Join(root, test.Pkg), "_test.go")
+	if err != nil {
+		return err
+	}
+	top, store, c := test.parts()
+	if !regexp.MustCompile(`^Test[A-Za-z0-9_]*$`).MatchString(top) {
+		return fmt.Errorf("%s: not one test function, nor a case of a suite", test)
+	}
+	if !strings.Contains(src, "func "+top+"(t *testing.T)") {
+		return fmt.Errorf("%s: no func %s in %s", test, top, test.Pkg)
+	}
+	switch top {
+	case "TestEngineSuite":
+		if !strings.Contains(src, `name: "`+store+`"`) {
+			return fmt.Errorf("%s: the engine suite runs on no store named %s", test, store)
+		}
+		if !strings.Contains(src, `Name: "`+c+`"`) {
+			return fmt.Errorf("%s: the engine suite has no case %s", test, c)
+		}
+	case "TestConformance":
+		suite, err := sources(filepath.Join(root, "store", "storetest"), ".go")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(suite, `Name: "`+c+`"`) {
+			return fmt.Errorf("%s: the store suite (store/storetest) has no case %s", test, c)
+		}
+	}
+	return nil
+}
+
+// sources returns the concatenated text of dir's files ending in suffix.
+func sources(dir, suffix string) (string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*"+suffix))
+	if err != nil || len(files) == 0 {
+		return "", fmt.Errorf("no *%s files in %s (%v)", suffix, dir, err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			return "", err
+		}
+		b.Write(src)
+	}
+	return b.String(), nil
 }
 
 // The README's table names every mutation and, in its row, every test
@@ -87,10 +172,11 @@ func TestApplyRefusesStaleAndAmbiguousEdits(t *testing.T) {
 
 func TestLevels(t *testing.T) {
 	for re, want := range map[string]int{
-		"^TestX$":                          1,
-		"^TestConformance$/^Lease/Stale$":  3,
-		"^TestConformance$/^Caps/(A|B/C)$": 3,
-		"TestA/[/]x":                       2,
+		"^TestX$": 1,
+		"^TestEngineSuite$/^memstore$/^Lease/Stale$": 4,
+		"^TestConformance$/^Lease/Stale$":            3,
+		"^TestConformance$/^Caps/(A|B/C)$":           3,
+		"TestA/[/]x":                                 2,
 	} {
 		if got := levels(re); got != want {
 			t.Errorf("levels(%q) = %d, want %d", re, got, want)

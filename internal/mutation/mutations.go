@@ -2,11 +2,18 @@ package mutation
 
 import "time"
 
-// Test runs shared by several mutations.
+// Test runs shared by several mutations. memConf and sqlConf select a case
+// of the engine suite (the root package's TestEngineSuite: the engine
+// driven over each store) on the in-memory or the SQLite store; sqlStore
+// selects a case of the SQLite store's own conformance test (the store-only
+// suite, store/storetest).
 func memConf(c string) Test {
-	return Test{Pkg: "./store/memstore", Run: "^TestConformance$/^" + c + "$"}
+	return Test{Pkg: ".", Run: "^TestEngineSuite$/^memstore$/^" + c + "$"}
 }
 func sqlConf(c string) Test {
+	return Test{Pkg: ".", Run: "^TestEngineSuite$/^sqlitestore$/^" + c + "$"}
+}
+func sqlStore(c string) Test {
 	return Test{Pkg: "./store/sqlitestore", Run: "^TestConformance$/^" + c + "$"}
 }
 func sqlTest(name string) Test {
@@ -172,7 +179,7 @@ var All = []Mutation{
 			Old:  "\t\tif err := w.writeAdmit(u.Children, &plan); err != nil {\n\t\t\treturn res, err\n\t\t}\n\t\tres.Children = plan.res",
 			New:  "\t\tw.writeAdmit(u.Children, &plan)\n\t\tres.Children = plan.res",
 		}},
-		Tests: []Test{sqlConf("Chain/FollowUpInsertFailureLeavesParent")},
+		Tests: []Test{sqlStore("Chain/FollowUpInsertFailureLeavesParent")},
 	},
 	{
 		Name:      "chain-second-transaction",

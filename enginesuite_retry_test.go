@@ -1,4 +1,4 @@
-package storetest
+package yella_test
 
 import (
 	"errors"
@@ -19,8 +19,8 @@ func types(evs []yella.Event) string {
 	return strings.Join(out, ",")
 }
 
-func init() {
-	register(
+func retryCases() []Case {
+	return []Case{
 		Case{Name: "Retry/FailOnceThenSucceed", Spec: []int{226}, Note: "attempts are 1-based and counted when claimed", Fn: func(h *H) {
 			var n atomic.Int32
 			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 2, Backoff: yella.Fixed(time.Millisecond)}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
@@ -175,5 +175,5 @@ func init() {
 			}
 			Expect(h, "one run:error", len(h.Events(yella.RunError)), 1)
 		}},
-	)
+	}
 }

@@ -1,4 +1,4 @@
-package storetest
+package yella_test
 
 import (
 	"context"
@@ -19,8 +19,8 @@ func panicOn(e *yella.Engine, t yella.EventType) {
 	})
 }
 
-func init() {
-	register(
+func obsCases() []Case {
+	return []Case{
 		// A panicking subscriber never affects runs (the original's hooks).
 		Case{Name: "Hardening/PanickingSubscribers", Spec: []int{292, 293, 294, 295, 296, 297, 300, 312, 313}, Fn: func(h *H) {
 			e := h.Engine(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}},
@@ -176,5 +176,5 @@ func init() {
 			Expect(h, "completed after", after.Summary.Runs.Completed, int64(1))
 			Expect(h, "durations after", after.Summary.Runs.Duration.Count, int64(1))
 		}},
-	)
+	}
 }

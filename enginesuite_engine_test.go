@@ -1,4 +1,4 @@
-package storetest
+package yella_test
 
 import (
 	"context"
@@ -49,8 +49,8 @@ func (p *peak) get() int {
 	return p.max
 }
 
-func init() {
-	register(
+func engineCases() []Case {
+	return []Case{
 		// Registry.
 		Case{Name: "Registry/LookupAndOrder", Spec: []int{1, 2, 8, 119}, Fn: func(h *H) {
 			e := h.Engine(yella.Config{}, Proc("a", "ev", Noop), Proc("b", "ev", Noop), Proc("c", "other", Noop))
@@ -620,13 +620,5 @@ func init() {
 			Expect(h, "concurrent admitted", conc.Load(), int32(1))
 			Expect(h, "completions", n.Load(), int32(2))
 		}},
-	)
-}
-
-// Start starts e and fails the case on error.
-func (h *H) Start(e *yella.Engine) {
-	h.Helper()
-	if err := e.Start(h.Ctx()); err != nil {
-		h.Fatalf("start: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package storetest
+package yella_test
 
 import (
 	"context"
@@ -32,8 +32,8 @@ func (n *stringNumber) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-func init() {
-	register(
+func guardCases() []Case {
+	return []Case{
 		Case{Name: "Payload/TooLarge", Spec: []int{157, 244}, Fn: func(h *H) {
 			e := h.Engine(yella.Config{MaxPayloadBytes: 100}, Proc("a", "ev", Noop))
 			_, err := e.Emit(h.Ctx(), "ev", strings.Repeat("x", 200))
@@ -319,5 +319,5 @@ func init() {
 			Expect(h, "same run", again[0].ID, first[0].ID)
 			Expect(h, "output", string(again[0].Output), `"v"`)
 		}},
-	)
+	}
 }

@@ -1,4 +1,4 @@
-package storetest
+package yella_test
 
 import (
 	"encoding/json"
@@ -20,8 +20,8 @@ func nested(n int) json.RawMessage {
 // Cases for guarantees added after the original engine: a chain read from
 // any of its runs, payload limits at admission, the cancelled status, a
 // bounded queue beyond a cap by default.
-func init() {
-	register(
+func safetyCases() []Case {
+	return []Case{
 		Case{Name: "Caps/DefaultQueuesBeyondCap", Note: "changed: a capped process without an explicit Overflow queues up to yella.DefaultQueueLimit runs beyond its cap instead of dropping; a drop beyond that is reported by Emission.Err", Fn: func(h *H) {
 			g := newGate()
 			var p peak
@@ -248,7 +248,7 @@ func init() {
 			Expect(h, "engine listing of the chain", len(page.Runs), 3)
 			Expect(h, "engine total of the chain", page.Total, int64(3))
 		}},
-	)
+	}
 }
 
 func runIDs(rs []store.Run) []string {

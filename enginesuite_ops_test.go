@@ -1,4 +1,4 @@
-package storetest
+package yella_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-func init() {
-	register(
+func opsCases() []Case {
+	return []Case{
 		// Deferred runs and resume.
 		Case{Name: "Resume/DeferredHoldsFollowUp", Spec: []int{198, 7}, Fn: func(h *H) {
 			e := h.Started(yella.Config{},
@@ -538,7 +538,7 @@ func init() {
 			ExpectContains(h, "key names the run", keys[0].Load().(string), id)
 			_ = e2
 		}},
-	)
+	}
 }
 
 func errString(err error) string {

@@ -1,4 +1,4 @@
-package storetest
+package yella_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-func init() {
-	register(
+func leaseCases() []Case {
+	return []Case{
 		Case{Name: "Lease/HeartbeatKeepsLongRunAlive", Fn: func(h *H) {
 			clk := h.Fake()
 			g := newGate()
@@ -274,5 +274,5 @@ func init() {
 			Expect(h, "output", string(r.Output), `"stored"`)
 			Expect(h, "fn once", fn.Load(), int32(1))
 		}},
-	)
+	}
 }
