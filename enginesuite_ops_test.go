@@ -497,6 +497,7 @@ func opsCases() []Case {
 			Expect(h, "code", r.ErrorCode, string(yella.CodeEffectFenced))
 			Expect(h, "attempts", r.Attempts, 2)
 			Expect(h, "fn not re-run", calls.Load(), int32(1))
+			h.WaitEvent(yella.RunFenced, id) // published right after the status is stored
 			Expect(h, "run:fenced", len(h.Events(yella.RunFenced)), 1)
 			// The operator checked the charge happened: record it and finish.
 			_, err := e2.CompleteEffect(h.Ctx(), id, "str:charge", 1)
