@@ -62,13 +62,15 @@ func (t *target) connect(ctx context.Context) (*client, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.server != "" {
-		if t.readOnly {
-			return nil, usagef("--read-only reads the database file; it does not go with --server")
-		}
-		if flagGiven(t.fs.FlagSet, "db") {
-			return nil, usagef("give --db (the server holding it is found) or --server, not both")
-		}
+	dbGiven, serverGiven := flagGiven(t.fs.FlagSet, "db"), flagGiven(t.fs.FlagSet, "server")
+	switch {
+	case dbGiven && serverGiven:
+		return nil, usagef("give --db (the server holding it is found) or --server, not both")
+	case t.server != "" && (dbGiven || t.readOnly) && !serverGiven:
+		// --db or --read-only on the command line wins over YELLA_SERVER.
+	case t.server != "" && t.readOnly:
+		return nil, usagef("--read-only reads the database file; it does not go with --server")
+	case t.server != "":
 		return t.remote(t.server, token)
 	}
 	if t.caFile != "" {
