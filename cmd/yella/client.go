@@ -145,6 +145,7 @@ func (t *target) recorded(ctx context.Context, token string) (*client, error) {
 		hc.Transport = &http.Transport{Proxy: nil}
 	}
 	if err := proveIdentity(ctx, hc, rec.URL, rec.Secret); err != nil {
+		hc.CloseIdleConnections()
 		return nil, fmt.Errorf("the server recorded for %s at %s did not prove that it holds the database (%v); nothing else was sent to it. %s",
 			t.db, rec.URL, err, how)
 	}
@@ -152,7 +153,7 @@ func (t *target) recorded(ctx context.Context, token string) (*client, error) {
 		return nil, err
 	}
 	hc.Timeout = 30 * time.Second
-	return &client{base: rec.URL, hc: hc, token: token, where: rec.URL + " (the server of " + t.db + ")", close: func() {}}, nil
+	return &client{base: rec.URL, hc: hc, token: token, where: rec.URL + " (the server of " + t.db + ")", close: hc.CloseIdleConnections}, nil
 }
 
 // remote is a server named with --server.
@@ -184,7 +185,7 @@ func (t *target) remote(raw, token string) (*client, error) {
 		return nil, err
 	}
 	return &client{base: base, hc: &http.Client{Timeout: 30 * time.Second, Transport: tr, CheckRedirect: noRedirects},
-		token: token, where: base, close: func() {}}, nil
+		token: token, where: base, close: tr.CloseIdleConnections}, nil
 }
 
 // tokenAllowed refuses to send a token over plain http to a host that is

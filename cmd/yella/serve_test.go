@@ -77,7 +77,8 @@ func TestServeProcess(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if code, body := get("/api/health"); code != 200 || !strings.Contains(body, `"status": "ok"`) {
+	var health struct{ Status string }
+	if code, body := get("/api/health"); code != 200 || json.Unmarshal([]byte(body), &health) != nil || health.Status != "ok" {
 		t.Fatalf("health: %d %s", code, body)
 	}
 	resp, err := http.Post(base+"/api/emit", "application/json", strings.NewReader(`{"event":"approval:needed","payload":{"approvalId":"apr_x","actor":"ops"}}`))
