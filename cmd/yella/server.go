@@ -403,6 +403,8 @@ func (c *serveConfig) summary(out io.Writer, base string, f dbFacts, engineOn bo
 		fmt.Fprintf(w, "  %s\n", s)
 	}
 	if !c.readOnly {
+		line("lock", fmt.Sprintf("%s, held by this process (%d): no other engine opens the database until it stops; "+
+			"serve --read-only looks beside it", lockPath(c.db), os.Getpid()))
 		line("record", recordPath(c.db)+" (for the yella CLI)")
 	}
 }
