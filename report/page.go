@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -63,8 +64,21 @@ func Page(dir, docsDir string) error {
 	if err != nil {
 		return err
 	}
-	rel, _ := filepath.Rel(docsDir, dir)
-	md := PageMarkdown(latest, charts, rel)
+	// The page links to the reports relative to where it is written: both
+	// made absolute first, so that any pair of directories works.
+	absDocs, err := filepath.Abs(docsDir)
+	if err != nil {
+		return err
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(absDocs, absDir)
+	if err != nil {
+		return fmt.Errorf("link the reports in %s from %s: %w", dir, docsDir, err)
+	}
+	md := PageMarkdown(latest, charts, filepath.ToSlash(rel))
 	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(md), 0o644)
 }
 
@@ -72,7 +86,7 @@ func link(r *Report, reportsRel string) string {
 	if r.Files.Text == "" {
 		return ""
 	}
-	base := filepath.Join(reportsRel, filepath.Base(r.Files.Text))
+	base := path.Join(reportsRel, filepath.Base(r.Files.Text))
 	return fmt.Sprintf("[txt](%s) / [json](%s)", base, strings.TrimSuffix(base, ".txt")+".json")
 }
 
