@@ -306,21 +306,95 @@ func (r *recorder) Write(b []byte) (int, error) {
 	return r.body.Write(b)
 }
 
-// printJSON writes v (or raw JSON) indented.
+// printJSON writes v (or raw JSON) indented for people; see indentJSON.
 func printJSON(w io.Writer, v any) error {
-	if raw, ok := v.(json.RawMessage); ok {
-		var buf bytes.Buffer
-		if err := json.Indent(&buf, raw, "", "  "); err != nil {
+	raw, ok := v.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
 			return err
 		}
-		buf.WriteByte('\n')
-		_, err := w.Write(bytes.TrimRight(buf.Bytes(), "\n"))
-		fmt.Fprintln(w)
+	}
+	var buf bytes.Buffer
+	if err := indentJSON(&buf, raw, maxIndentDepth); err != nil {
 		return err
 	}
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	buf.WriteByte('\n')
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// maxIndentDepth is how many levels of a JSON document printJSON indents.
+const maxIndentDepth = 16
+
+// indentJSON writes src indented as json.Indent does with two spaces, but
+// only its first maxDepth levels: deeper parts are written compact. The
+// output then grows linearly with the input; fully indented, a small
+// payload of deeply nested arrays (stored from an outside sender) grows
+// with the square of its depth: 18 KB becomes 162 MB.
+func indentJSON(dst *bytes.Buffer, src []byte, maxDepth int) error {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, src); err != nil {
+		return err
+	}
+	src = compact.Bytes()
+	newline := func(depth int) {
+		dst.WriteByte('\n')
+		for range depth {
+			dst.WriteString("  ")
+		}
+	}
+	depth, inString, escaped := 0, false, false
+	for i := 0; i < len(src); i++ {
+		b := src[i]
+		if inString {
+			dst.WriteByte(b)
+			switch {
+			case escaped:
+				escaped = false
+			case b == '\\':
+				escaped = true
+			case b == '"':
+				inString = false
+			}
+			continue
+		}
+		switch b {
+		case '"':
+			inString = true
+			dst.WriteByte(b)
+		case '{', '[':
+			dst.WriteByte(b)
+			if i+1 < len(src) && (src[i+1] == '}' || src[i+1] == ']') {
+				dst.WriteByte(src[i+1]) // empty: {} or []
+				i++
+				continue
+			}
+			depth++
+			if depth <= maxDepth {
+				newline(depth)
+			}
+		case '}', ']':
+			if depth <= maxDepth {
+				newline(depth - 1)
+			}
+			depth--
+			dst.WriteByte(b)
+		case ',':
+			dst.WriteByte(b)
+			if depth <= maxDepth {
+				newline(depth)
+			}
+		case ':':
+			dst.WriteByte(b)
+			if depth <= maxDepth {
+				dst.WriteByte(' ')
+			}
+		default:
+			dst.WriteByte(b)
+		}
+	}
+	return nil
 }
 
 // refuseMutations answers every request that could change something (any

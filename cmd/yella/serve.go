@@ -101,8 +101,14 @@ func (c *serveConfig) validate() error {
 	if c.token, err = loadToken(c.tokenFile); err != nil {
 		return err
 	}
-	if c.token != "" && len(c.token) < 16 {
-		return usagef("the access token must be at least 16 characters")
+	if c.token != "" {
+		if err := httpguard.CheckToken(c.token); err != nil {
+			src := "YELLA_TOKEN"
+			if c.tokenFile != "" {
+				src = "--token-file " + c.tokenFile
+			}
+			return usagef("%s: %v", src, err)
+		}
 	}
 	if !httpguard.IsLoopback(c.addr) && c.token == "" {
 		return usagef("listening on %s (beyond loopback) requires a token: set YELLA_TOKEN or --token-file", c.addr)

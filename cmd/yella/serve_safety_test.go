@@ -90,6 +90,27 @@ func TestServeFlagErrors(t *testing.T) {
 			t.Errorf("serve %s: %v, want …%s…", strings.Join(tc.args, " "), err, tc.want)
 		}
 	}
+	// A token the guard would refuse is refused up front, naming where it
+	// came from and never echoing it.
+	spaces := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(spaces, []byte("sekrit sekrit sekrit\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ env, file, want string }{
+		{"                 ", "", "YELLA_TOKEN: the access token must not contain spaces"},
+		{"sekrit", "", "YELLA_TOKEN: the access token must be at least 16 characters"},
+		{"", spaces, "--token-file " + spaces + ": the access token must not contain spaces"},
+	} {
+		t.Setenv("YELLA_TOKEN", tc.env)
+		args := []string{"serve", "--db", filepath.Join(t.TempDir(), "x.db")}
+		if tc.file != "" {
+			args = append(args, "--token-file", tc.file)
+		}
+		err := Run(context.Background(), args, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "sekrit ") {
+			t.Errorf("token %q/%q: %v, want …%s…", tc.env, tc.file, err, tc.want)
+		}
+	}
 }
 
 // freePort is a loopback address free at the time of the call.
