@@ -278,11 +278,13 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		}
 	}()
 
-	seed := cfg.FirstSeed
+	// The capacity family emits from several goroutines: each seed number
+	// (its idempotency key) is taken once.
+	var nextSeed atomic.Int64
+	nextSeed.Store(cfg.FirstSeed)
 	emit := func(phaseLabel string) {
 		s := wl.NextSeed()
-		k := seed
-		seed++
+		k := nextSeed.Add(1) - 1
 		em, err := eng.Emit(ctx, s.Event, s.Payload, yella.IdempotencyKey(fmt.Sprintf("seed-%d", k)))
 		t.emits.Add(1)
 		outcome := t.emitted(s.Event, phaseLabel, em, err)

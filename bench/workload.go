@@ -67,6 +67,13 @@ type Workload struct {
 
 	witnessMu sync.Mutex
 	witness   *os.File // effect executions, one JSON line each (optional)
+
+	// DeferApprovals makes the approval stage defer its follow-up
+	// (approval:completed) until someone resumes the run, as a real
+	// approval gate does, instead of completing it at once. The demo of
+	// "yella serve" sets it; the benchmark scenarios leave it off. Set it
+	// before Register.
+	DeferApprovals bool
 }
 
 // NewWorkload builds the workload of s. If witness is not nil every effect
@@ -229,6 +236,9 @@ func (w *Workload) Register(eng *yella.Engine) error {
 		{"approval-stage", "approval:needed", nil, func(c *yella.Ctx, in payload, m Mode) yella.Result {
 			if err := w.sleep(c, fixed(15, 45).draw()); err != nil {
 				return c.Error(err)
+			}
+			if w.DeferApprovals {
+				return c.Defer("approval:completed", in)
 			}
 			return c.OK(in, yella.Then("approval:completed"))
 		}, 0},

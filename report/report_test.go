@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +122,35 @@ func TestJSONSchema(t *testing.T) {
 	}
 	if !strings.HasSuffix(r2.Files.Text, "crash-recovery__mid-load__api-mixed__20261130-120135.txt") {
 		t.Errorf("file name %s", r2.Files.Text)
+	}
+}
+
+// TestPageLinks: the page's links to the reports and charts resolve from
+// the directory it is written to, whatever the two directories are (one
+// relative, one absolute, in different trees).
+func TestPageLinks(t *testing.T) {
+	t.Chdir(t.TempDir())
+	if err := sample().Write("reports"); err != nil {
+		t.Fatal(err)
+	}
+	docs := t.TempDir()
+	if err := Page("reports", docs); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(docs, "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := regexp.MustCompile(`\]\(([^)]+)\)`).FindAllStringSubmatch(string(md), -1)
+	if len(links) < 2 {
+		t.Fatalf("the page has %d links", len(links))
+	}
+	for _, l := range links {
+		if strings.Contains(l[1], "://") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(docs, filepath.FromSlash(l[1]))); err != nil {
+			t.Errorf("broken link %s: %v", l[1], err)
+		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -17,15 +16,13 @@ import (
 	"github.com/chromedp/chromedp"
 )
 
-// startServe runs "yella serve" as a real process (this test binary, see
-// TestMain) and returns its base URL; the process is stopped with SIGTERM
+// startServe runs "yella serve" as a real process (see yellaCmd) and
+// returns its base URL; the process is stopped with SIGTERM
 // when the test ends.
 func startServe(t *testing.T, args ...string) string {
 	t.Helper()
 	db := filepath.Join(t.TempDir(), "serve.db")
-	all, _ := json.Marshal(append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...))
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "YELLA_CLI_CHILD="+string(all))
+	cmd := yellaCmd(nil, append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0", "--log-level", "warn"}, args...)...)
 	stdout, _ := cmd.StdoutPipe()
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {

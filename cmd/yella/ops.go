@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"strings"
 
+	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/httpapi"
 )
 
@@ -25,9 +27,9 @@ func jsonArg(pos []string, i int, what string) (json.RawMessage, error) {
 // opCmd is retry or cancel: one run, no body.
 func opCmd(op string) func(context.Context, []string, io.Writer, io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		fs := newFlags(op, stderr)
+		fs := newFlags(op, stdout)
 		var t target
-		t.flags(fs)
+		t.flags(fs, stderr)
 		pos, err := parse(fs, args)
 		if err != nil {
 			return err
@@ -61,11 +63,11 @@ func runAction(ctx context.Context, t *target, op, id string, stdout io.Writer) 
 }
 
 func requeueCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("requeue", stderr)
+	fs := newFlags("requeue", stdout)
 	var t target
-	t.flags(fs)
+	t.flags(fs, stderr)
 	all := fs.Bool("all", false, "requeue every dead-letter run")
-	process := fs.String("process", "", "with --all: only this process's")
+	process := fs.String("process", "", "with --all: only the dead letters of the process `NAME`")
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -98,20 +100,57 @@ func requeueCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if t.json {
 		return printJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "requeued %d dead-letter runs\n", out.Requeued)
+	fmt.Fprintf(stdout, "requeued %s\n", plural(out.Requeued, "dead-letter run", "dead-letter runs"))
 	return nil
 }
 
+// processesFlag is --process of emit and resume in direct mode.
+const processesUsage = "with no server (direct mode): admit runs for the processes `NAMES` (comma-separated); " +
+	"they wait, idle, until an engine that has them starts on the database"
+
+// splitNames splits a comma-separated list, dropping blanks.
+func splitNames(s string) []string {
+	var out []string
+	for _, n := range strings.Split(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// placeholders registers processes named names on event with c's engine
+// (direct mode). The engine is never started, so their handler never runs:
+// the runs wait for an engine that has the real processes.
+func placeholders(c *client, names []string, event string) error {
+	for _, n := range names {
+		err := c.eng.Register(yella.Process{Name: n, On: event, Run: func(c *yella.Ctx) yella.Result {
+			return c.Fail(errors.New("placeholder of the yella CLI: never executed"))
+		}})
+		if err != nil {
+			return usagef("--process %s: %v", n, err)
+		}
+	}
+	return nil
+}
+
+// noEngineNote says who will run runs admitted in direct mode.
+func noEngineNote(w io.Writer, names []string, db string) {
+	fmt.Fprintf(w, "no engine runs them here: they wait, idle, until an engine that has %s starts on %s\n",
+		strings.Join(names, ", "), db)
+}
+
 func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("resume", stderr)
+	fs := newFlags("resume", stdout)
 	var t target
-	t.flags(fs)
+	t.flags(fs, stderr)
+	procs := fs.String("process", "", processesUsage)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) < 1 || len(pos) > 2 {
-		return usagef("usage: yella resume ID [JSON payload]")
+		return usagef("resume needs a run id and, optionally, a JSON payload: yella resume ID [JSON payload]")
 	}
 	payload, err := jsonArg(pos, 1, "payload")
 	if err != nil {
@@ -122,6 +161,24 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer c.close()
+	names := splitNames(*procs)
+	switch {
+	case c.eng == nil && len(names) > 0:
+		return usagef("--process is for direct mode (no server); %s resumes with its own processes", c.where)
+	case c.eng != nil && !t.readOnly:
+		r, err := c.eng.Run(ctx, pos[0])
+		if err == nil && r.Status == yella.StatusDeferred {
+			if len(names) == 0 {
+				return fmt.Errorf("no server holds %s, and this command runs no processes: resuming %s admits its follow-up event %q, "+
+					"one run per process that listens to it, and only the application knows them. Resume through the application's "+
+					"server (--server URL), or name the processes with --process NAME[,NAME] (their runs then wait, idle, until an "+
+					"engine that has them starts)", t.db, pos[0], r.Then)
+			}
+			if err := placeholders(c, names, r.Then); err != nil {
+				return err
+			}
+		}
+	}
 	var out struct {
 		Runs []httpapi.Admitted `json:"runs"`
 	}
@@ -131,21 +188,25 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if t.json {
 		return printJSON(stdout, out)
 	}
-	fmt.Fprintf(stdout, "resumed %s: %d follow-up runs%s\n", pos[0], len(out.Runs), list(out.Runs))
+	fmt.Fprintf(stdout, "resumed %s: %s%s\n", pos[0], plural(len(out.Runs), "follow-up run", "follow-up runs"), list(out.Runs))
+	if c.eng != nil && len(out.Runs) > 0 {
+		noEngineNote(stdout, names, t.db)
+	}
 	return nil
 }
 
 func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("emit", stderr)
+	fs := newFlags("emit", stdout)
 	var t target
-	t.flags(fs)
-	key := fs.String("key", "", "an idempotency key: emitting it again admits nothing new")
+	t.flags(fs, stderr)
+	key := fs.String("key", "", "an idempotency `KEY`: emitting it again admits nothing new")
+	procs := fs.String("process", "", processesUsage)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) < 1 || len(pos) > 2 {
-		return usagef("usage: yella emit EVENT [JSON payload] [--key K]")
+		return usagef("emit needs an event and, optionally, a JSON payload: yella emit EVENT [JSON payload] [--key K]")
 	}
 	payload, err := jsonArg(pos, 1, "payload")
 	if err != nil {
@@ -156,6 +217,20 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer c.close()
+	names := splitNames(*procs)
+	switch {
+	case c.eng == nil && len(names) > 0:
+		return usagef("--process is for direct mode (no server); %s admits runs for its own processes", c.where)
+	case c.eng != nil && !t.readOnly && len(names) == 0:
+		return fmt.Errorf("no server holds %s, and this command runs no processes: emitting %q admits one run per process "+
+			"that listens to it, and only the application knows them. Emit through the application's server (--server URL), "+
+			"or name the processes with --process NAME[,NAME] to admit their runs now (they wait, idle, until an engine that "+
+			"has them starts on %s)", t.db, pos[0], t.db)
+	case c.eng != nil && !t.readOnly:
+		if err := placeholders(c, names, pos[0]); err != nil {
+			return err
+		}
+	}
 	var out httpapi.Emitted
 	if err := c.call(ctx, "POST", "/api/emit", httpapi.EmitRequest{Event: pos[0], Payload: payload, IdempotencyKey: *key}, &out); err != nil {
 		return err
@@ -165,7 +240,7 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	switch {
 	case len(out.Runs) > 0:
-		fmt.Fprintf(stdout, "admitted %d runs%s\n", len(out.Runs), list(out.Runs))
+		fmt.Fprintf(stdout, "admitted %s%s\n", plural(len(out.Runs), "run", "runs"), list(out.Runs))
 	case out.Reason == "duplicate":
 		fmt.Fprintf(stdout, "nothing new: already admitted under key %q as %s\n", *key, strings.Join(out.Existing, ", "))
 	default:
@@ -173,6 +248,9 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if len(out.Runs) > 0 && len(out.Dropped) > 0 {
 		fmt.Fprintf(stdout, "dropped at their cap: %s\n", strings.Join(out.Dropped, ", "))
+	}
+	if c.eng != nil && len(out.Runs) > 0 {
+		noEngineNote(stdout, names, t.db)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 )
 
 func restoreCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("restore", stderr)
+	fs := newFlags("restore", stdout)
 	from := fs.String("from", "", "the replica: file:///path or s3://bucket/path?endpoint=…&region=…")
 	to := fs.String("to", "", "the database file to create")
 	force := fs.Bool("force", false, "replace an existing database (atomically, after the restored copy passes integrity_check)")

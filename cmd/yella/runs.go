@@ -17,31 +17,57 @@ import (
 
 func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("runs needs a subcommand: list or show ID")
+		return usagef("runs needs a subcommand: list or show ID (yella runs -h shows both)")
 	}
 	switch args[0] {
 	case "list", "ls":
 		return runsList(ctx, args[1:], stdout, stderr)
 	case "show":
 		return runsShow(ctx, args[1:], stdout, stderr)
-	case "-h", "--help":
-		fmt.Fprintln(stdout, "usage: yella runs list [flags] | yella runs show ID [flags]")
+	case "-h", "--help", "help":
+		fmt.Fprintf(stdout, "usage: yella runs list [flags]\n       yella runs show ID [flags]\n\n%s\n", strings.TrimSpace(helps["runs"].about))
+		list, _ := runsListFlags(stdout, stderr)
+		fmt.Fprintf(stdout, "\nyella runs list: %s\n", strings.SplitN(list.about, "\n", 2)[0])
+		printFlags(stdout, list.FlagSet)
+		show, _ := runsShowFlags(stdout, stderr)
+		fmt.Fprintf(stdout, "\nyella runs show ID: %s\n", strings.SplitN(show.about, "\n", 2)[0])
+		printFlags(stdout, show.FlagSet)
 		return nil
 	}
 	return usagef("unknown runs subcommand %q: want list or show", args[0])
 }
 
-func runsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("runs list", stderr)
+type runsListOpts struct {
+	t                                     target
+	status, process, event, order, cursor *string
+	root                                  *bool
+	limit                                 *int
+}
+
+func runsListFlags(stdout, stderr io.Writer) (*flagSet, *runsListOpts) {
+	fs := newFlags("runs list", stdout)
+	o := &runsListOpts{}
+	o.t.flags(fs, stderr)
+	o.status = fs.String("status", "", "only runs in these `STATUSES`, comma-separated: idle, running, completed, deferred, errored, dead-letter, fenced, cancelled")
+	o.process = fs.String("process", "", "only runs of the process `NAME`")
+	o.event = fs.String("event", "", "only runs of this `EVENT`")
+	o.root = fs.Bool("root", false, "only root runs")
+	o.order = fs.String("order", "newest", "`ORDER`: newest or oldest first")
+	o.limit = fs.Int("limit", 20, "`N` runs per page, 1 to 1000")
+	o.cursor = fs.String("cursor", "", "start at this `CURSOR`, as printed after a page")
+	return fs, o
+}
+
+func runsShowFlags(stdout, stderr io.Writer) (*flagSet, *target) {
+	fs := newFlags("runs show", stdout)
 	var t target
-	t.flags(fs)
-	status := fs.String("status", "", "only these statuses, comma-separated (idle, running, completed, deferred, errored, dead-letter, fenced)")
-	process := fs.String("process", "", "only this process")
-	event := fs.String("event", "", "only this event")
-	root := fs.Bool("root", false, "only root runs")
-	order := fs.String("order", "newest", "newest or oldest first")
-	limit := fs.Int("limit", 20, "runs per page (1-1000)")
-	cursor := fs.String("cursor", "", "the next page's cursor, as printed")
+	t.flags(fs, stderr)
+	return fs, &t
+}
+
+func runsList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, o := runsListFlags(stdout, stderr)
+	t, status, process, event, root, order, limit, cursor := &o.t, o.status, o.process, o.event, o.root, o.order, o.limit, o.cursor
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -77,14 +103,14 @@ func runsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPROCESS\tEVENT\tSTATUS\tATTEMPTS\tCREATED")
 	for _, r := range page.Runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Process, r.Event, r.Status, r.Attempts, r.CreatedAt.Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Process, r.Event, r.Status, r.Attempts, r.CreatedAt.Local().Format(time.DateTime))
 	}
 	tw.Flush()
 	total := ""
 	if page.Total != nil {
 		total = fmt.Sprintf(" of %d", *page.Total)
 	}
-	fmt.Fprintf(stdout, "%d runs%s", len(page.Runs), total)
+	fmt.Fprintf(stdout, "%s%s", plural(len(page.Runs), "run", "runs"), total)
 	if page.Next != "" {
 		fmt.Fprintf(stdout, "; next page: --cursor %s", page.Next)
 	}
@@ -93,9 +119,7 @@ func runsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 func runsShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("runs show", stderr)
-	var t target
-	t.flags(fs)
+	fs, t := runsShowFlags(stdout, stderr)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err
@@ -135,7 +159,7 @@ func printRun(w io.Writer, d httpapi.RunDetail) {
 		if t == nil {
 			return ""
 		}
-		return t.Format(time.RFC3339Nano)
+		return stamp(*t)
 	}
 	row("run", r.ID)
 	row("process", r.Process)
@@ -151,7 +175,7 @@ func printRun(w io.Writer, d httpapi.RunDetail) {
 	row("error code", r.ErrorCode)
 	row("then", r.Then)
 	row("retry at", when(r.RetryAt))
-	row("created", r.CreatedAt.Format(time.RFC3339Nano))
+	row("created", stamp(r.CreatedAt))
 	row("started", when(r.StartedAt))
 	row("completed", when(r.CompletedAt))
 	row("payload", compact(r.Payload))
@@ -165,7 +189,7 @@ func printRun(w io.Writer, d httpapi.RunDetail) {
 		if e.Error != "" {
 			detail += ": " + e.Error
 		}
-		fmt.Fprintf(tw, "  %d\t%s\t%s\tattempt %d\t%s\n", e.N, e.At.Format(time.RFC3339Nano), e.Status, e.Attempt, detail)
+		fmt.Fprintf(tw, "  %d\t%s\t%s\tattempt %d\t%s\n", e.N, stamp(e.At), e.Status, e.Attempt, detail)
 	}
 	tw.Flush()
 	if len(d.Effects) > 0 {
@@ -190,3 +214,9 @@ func compact(raw json.RawMessage) string {
 	}
 	return b.String()
 }
+
+// stampLayout is RFC 3339 with milliseconds, the way times are printed.
+const stampLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// stamp prints t in local time, RFC 3339 with milliseconds.
+func stamp(t time.Time) string { return t.Local().Format(stampLayout) }

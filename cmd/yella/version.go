@@ -45,7 +45,7 @@ func versionString() string {
 }
 
 func versionCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("version", stderr)
+	fs := newFlags("version", stdout)
 	pos, err := parse(fs, args)
 	if err != nil {
 		return err

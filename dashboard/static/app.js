@@ -307,7 +307,6 @@
 
   const url = document.body.dataset.events;
   let retryDelay = 2000;
-  let opened = false;
   function connect() {
     if (!url || !window.EventSource) return;
     const es = new EventSource(url);
@@ -317,8 +316,9 @@
     es.onopen = () => {
       setLive('on', 'live');
       retryDelay = 2000;
-      if (opened) refreshAll(); // events may have been missed while away
-      opened = true;
+      // Events may have been missed: while away, or (on the first open)
+      // between the page being rendered and the stream opening.
+      refreshAll();
     };
     es.onerror = () => {
       if (es.readyState === EventSource.CLOSED) { // refused (e.g. 404): retry ourselves, slower each time

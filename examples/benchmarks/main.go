@@ -4,11 +4,13 @@
 //	go run ./examples/benchmarks list
 //	go run ./examples/benchmarks public --scale 0.25
 //	go run ./examples/benchmarks api-mixed__fleet-c50 --store memory
-//	go run ./examples/benchmarks report          # charts and docs/benchmarks.md
+//	go run ./examples/benchmarks report          # charts and benchmarks.md
+//	go run ./examples/benchmarks report --publish  # the committed docs/benchmarks.md
 //
 // Each scenario runs in a fresh child process (this program re-executed);
-// reports go to examples/reports/benchmarks unless --report-dir says
-// otherwise.
+// reports go to the user's cache directory (yella/bench) unless
+// --report-dir says otherwise, and into the committed
+// examples/reports/benchmarks only with --publish.
 package main
 
 import (

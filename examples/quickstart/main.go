@@ -10,8 +10,9 @@
 // idempotency key (charge-card declares itself Idempotent) or stops its
 // run in the fenced status for you to decide (reserve-stock).
 //
-// Flags: -db PATH (default yella-quickstart.db), -orders N, -reset,
-// -retry-fenced (re-run the effects of fenced runs).
+// Flags: -db PATH (default quickstart.db in the user's cache directory,
+// yella/ in it, so a run from a checkout leaves the repository alone),
+// -orders N, -reset, -retry-fenced (re-run the effects of fenced runs).
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -46,13 +48,17 @@ func main() {
 func run(args []string, out io.Writer) error {
 	out = &syncWriter{w: out} // the event subscriber writes from the engine's goroutines
 	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
-	dbPath := fs.String("db", "yella-quickstart.db", "SQLite database file")
+	dbPath := fs.String("db", defaultDB(), "SQLite database file")
 	orders := fs.Int("orders", 5, "orders to place")
 	reset := fs.Bool("reset", false, "delete the database first")
 	retryFenced := fs.Bool("retry-fenced", false, "re-run the effects of fenced runs")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := os.MkdirAll(filepath.Dir(*dbPath), 0o755); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "database: %s (-db PATH to choose another)\n", *dbPath)
 	if *reset {
 		for _, suffix := range []string{"", "-wal", "-shm", ".lock"} {
 			os.Remove(*dbPath + suffix)
@@ -124,6 +130,18 @@ func run(args []string, out io.Writer) error {
 		return nil
 	}
 	return summary(eng, out)
+}
+
+// defaultDB is quickstart.db under the user's cache directory (the
+// temporary directory if there is none): the database outlives the program,
+// so a second run resumes the first, without landing in the working
+// directory.
+func defaultDB() string {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		dir = os.TempDir()
+	}
+	return filepath.Join(dir, "yella", "quickstart.db")
 }
 
 func register(eng *yella.Engine) {

@@ -71,3 +71,38 @@ func TestQuickstartResumesAfterKill(t *testing.T) {
 	}
 	t.Logf("resumed and finished in %v", time.Since(start))
 }
+
+// TestDefaultRunLeavesTheRepositoryAlone: run with its defaults from the
+// repository's root, the quickstart keeps its database in the user's cache
+// directory and changes nothing in the repository.
+func TestDefaultRunLeavesTheRepositoryAlone(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the quickstart")
+	}
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout: %v", err)
+	}
+	t.Chdir(strings.TrimSpace(string(root)))
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
+	t.Setenv("HOME", cache)
+	status := func() string {
+		out, err := exec.Command("git", "status", "--porcelain", "--ignored", "--untracked-files=all").Output()
+		if err != nil {
+			t.Skipf("git status: %v", err)
+		}
+		return string(out)
+	}
+	before := status()
+	var buf bytes.Buffer
+	if err := run([]string{"-orders", "1"}, &buf); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	if after := status(); after != before {
+		t.Errorf("the quickstart changed the repository:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if _, err := os.Stat(filepath.Join(cache, "yella", "quickstart.db")); err != nil {
+		t.Errorf("no database in the cache directory: %v\n%s", err, buf.String())
+	}
+}

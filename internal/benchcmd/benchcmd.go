@@ -5,11 +5,13 @@ package benchcmd
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 
 	"golang.org/x/term"
@@ -52,13 +54,51 @@ func Usage(name string) string {
   report               charts and the benchmark page from the reports
   <id>                 one scenario; groups: %[2]s
 
+Runs write their reports under --report-dir (default %[3]s),
+never into the repository unless asked: --publish writes the reports into
+%[4]s and the page into %[5]s, the committed copies (run it at the
+repository's root).
+
 flags:
   --scale F            multiply every phase's duration (0 < F <= 1000; minimums 10 s loaded, 5 s idle)
-  --report-dir DIR     where reports go (default examples/reports/benchmarks)
+  --report-dir DIR     where reports go, and where report reads them
+  --docs DIR           report: where benchmarks.md and its charts go (default <report-dir>/page)
+  --publish            use the repository's committed directories for both
   --store KIND         sqlite (default) or memory
   --db-dir DIR         keep the databases here (default: a temporary directory)
-  --docs DIR           report: where benchmarks.md and the charts go (default docs)
-`, name, strings.Join(bench.Groups, ", "))
+`, name, strings.Join(bench.Groups, ", "), DefaultReportDir(), PublishedReports, PublishedDocs)
+}
+
+// ReportUsage is the help of "report"; name is how it was invoked.
+func ReportUsage(name string) string {
+	return fmt.Sprintf(`usage: %[1]s [flags]
+
+Generates benchmarks.md and its charts from the reports in --report-dir
+(default %[2]s), into --docs (default <report-dir>/page).
+--publish reads %[3]s and writes %[4]s: the committed copies (run it at
+the repository's root).
+
+flags:
+  --report-dir DIR     where the reports are
+  --docs DIR           where benchmarks.md and its charts go
+  --publish            use the repository's committed directories for both
+`, name, DefaultReportDir(), PublishedReports, PublishedDocs)
+}
+
+// The committed reports and page, relative to the repository's root.
+const (
+	PublishedReports = "examples/reports/benchmarks"
+	PublishedDocs    = "docs"
+)
+
+// DefaultReportDir is where reports go unless a flag says otherwise: the
+// user's cache directory (yella/bench in it), or the temporary directory
+// when there is none; never the working directory.
+func DefaultReportDir() string {
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "yella", "bench")
+	}
+	return filepath.Join(os.TempDir(), "yella-bench")
 }
 
 // Run executes the command with args (without the program name). Each
@@ -73,25 +113,52 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 		return nil
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, Usage(name)) }
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	scaleArg := fs.String("scale", "1", "")
-	reportDir := fs.String("report-dir", "examples/reports/benchmarks", "")
+	reportDir := fs.String("report-dir", DefaultReportDir(), "")
 	storeKind := fs.String("store", "sqlite", "")
 	dbDir := fs.String("db-dir", "", "")
-	docs := fs.String("docs", "docs", "")
+	docs := fs.String("docs", "", "")
+	publish := fs.Bool("publish", false, "")
 	if err := fs.Parse(rest); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) && target == "report" {
+			fmt.Fprint(stdout, ReportUsage(name))
+			return err
+		}
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, Usage(name))
+			return err
+		}
+		return fmt.Errorf("%v (%s -h lists the flags)", err, name)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	if *publish {
+		if given["report-dir"] || given["docs"] {
+			return errors.New("--publish chooses the directories: give it or --report-dir/--docs, not both")
+		}
+		if st, err := os.Stat(PublishedReports); err != nil || !st.IsDir() {
+			return fmt.Errorf("--publish writes into %s: run it at the repository's root", PublishedReports)
+		}
+		*reportDir, *docs = PublishedReports, PublishedDocs
+	}
+	if *docs == "" {
+		*docs = filepath.Join(*reportDir, "page")
 	}
 	switch target {
 	case "list":
 		fmt.Fprint(stdout, bench.List())
 		return nil
 	case "report":
-		return report.Page(*reportDir, *docs)
+		if err := report.Page(*reportDir, *docs); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "wrote %s and its charts (from the reports in %s)\n", filepath.Join(*docs, "benchmarks.md"), *reportDir)
+		return nil
 	}
 	if *storeKind != "sqlite" && *storeKind != "memory" {
 		return fmt.Errorf("invalid --store %q: want sqlite or memory", *storeKind)
@@ -120,6 +187,7 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 			return err
 		}
 		fmt.Fprint(stdout, report.Text(r))
+		fmt.Fprintf(stdout, "report: %s\n", r.Files.Text)
 	}
 	return nil
 }

@@ -112,9 +112,16 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 		execs[w.Run+"/"+w.Key]++
 		r.Executions++
 	}
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?mode=ro")
+	db, ok, err := openSchema(dbPath)
 	if err != nil {
 		return r, err
+	}
+	if !ok { // killed before its schema was committed: nothing was admitted
+		r.Integrity = "ok"
+		for _, k := range acked {
+			r.Lost = append(r.Lost, k)
+		}
+		return r, nil
 	}
 	defer db.Close()
 	if err := db.QueryRow("PRAGMA integrity_check").Scan(&r.Integrity); err != nil {
@@ -254,4 +261,27 @@ func ReadLines(path string) ([]string, error) {
 		}
 	}
 	return out, sc.Err()
+}
+
+// openSchema opens the database read-only. ok is false, with no error and
+// nothing to close, when the file or its schema does not exist yet: a child
+// killed while creating the database (migrations commit whole) leaves one
+// of those, which is a valid state holding no runs.
+func openSchema(dbPath string) (db *sql.DB, ok bool, err error) {
+	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if db, err = sql.Open("sqlite", "file:"+dbPath+"?mode=ro"); err != nil {
+		return nil, false, err
+	}
+	var n int
+	if err := db.QueryRow("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'").Scan(&n); err != nil {
+		db.Close()
+		return nil, false, err
+	}
+	if n == 0 {
+		db.Close()
+		return nil, false, nil
+	}
+	return db, true, nil
 }

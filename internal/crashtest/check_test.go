@@ -189,3 +189,38 @@ func TestReclaimsMeasuresTheHeldRun(t *testing.T) {
 		t.Errorf("taken %d, max %v, pending %d; want 2, 3s, 0", rc.Taken, rc.Max, rc.Pending())
 	}
 }
+
+// A child killed before its schema was committed leaves no file, or a file
+// without tables: that holds no runs, so an admission acknowledged before
+// it would be lost (reported), and none acknowledged means nothing lost.
+func TestCheckBeforeTheSchema(t *testing.T) {
+	dir := t.TempDir()
+	witness, acks := filepath.Join(dir, "w.jsonl"), filepath.Join(dir, "a.txt")
+	empty := filepath.Join(dir, "empty.db")
+	db, err := sql.Open("sqlite", "file:"+empty)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("PRAGMA journal_mode = WAL; PRAGMA user_version = 0"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for _, path := range []string{filepath.Join(dir, "absent.db"), empty} {
+		rep, err := Check(path, witness, acks, "k-")
+		if err != nil || rep.Integrity != "ok" || rep.Runs != 0 || len(rep.Lost) != 0 {
+			t.Errorf("%s with no acks: %+v, %v", filepath.Base(path), rep, err)
+		}
+		var rc Reclaims
+		rc.DB = path
+		if n, err := rc.Killed(); n != 0 || err != nil {
+			t.Errorf("%s: Killed = %d, %v", filepath.Base(path), n, err)
+		}
+	}
+	if err := AppendLine(acks, "k-1"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Check(empty, witness, acks, "k-")
+	if err != nil || len(rep.Lost) != 1 || rep.Lost[0] != "k-1" {
+		t.Errorf("an acknowledged key with no schema: lost %v, %v", rep.Lost, err)
+	}
+}

@@ -308,6 +308,7 @@ type Child struct {
 	Cmd     *exec.Cmd
 	Started time.Time
 	lines   chan line
+	running chan struct{} // closed at the child's first handler call
 }
 
 type line struct {
@@ -325,15 +326,21 @@ func Spawn(cfg Config) (*Child, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Child{Cmd: cmd, lines: make(chan line, 16)}
+	c := &Child{Cmd: cmd, lines: make(chan line, 16), running: make(chan struct{})}
 	c.Started = time.Now()
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
 	go func() {
 		sc := bufio.NewScanner(out)
+		first := true
 		for sc.Scan() {
-			c.lines <- line{sc.Text(), time.Now()}
+			l := line{sc.Text(), time.Now()}
+			if first && strings.HasPrefix(l.text, "first ") {
+				first = false
+				close(c.running)
+			}
+			c.lines <- l
 		}
 		close(c.lines)
 	}()
@@ -374,6 +381,10 @@ func (c *Child) Wait() Outcome {
 	o.Err = err
 	return o
 }
+
+// Running is closed once the child calls its first handler: from then on a
+// kill lands while it holds runs (unless it has finished them all).
+func (c *Child) Running() <-chan struct{} { return c.running }
 
 // Kill sends SIGKILL to the child.
 func (c *Child) Kill() error { return c.Cmd.Process.Signal(syscall.SIGKILL) }

@@ -31,8 +31,8 @@ type Reclaims struct {
 // Killed records the runs the killed child left running. It returns how
 // many there are.
 func (r *Reclaims) Killed() (int, error) {
-	db, err := sql.Open("sqlite", "file:"+r.DB+"?mode=ro")
-	if err != nil {
+	db, ok, err := openSchema(r.DB)
+	if err != nil || !ok {
 		return 0, err
 	}
 	defer db.Close()

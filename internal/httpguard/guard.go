@@ -146,7 +146,7 @@ func New(opts Options) (*Guard, error) {
 		return nil, errors.New("httpguard: accepting any Host header requires a token")
 	}
 	if opts.Token != "" {
-		if err := checkToken(opts.Token); err != nil {
+		if err := CheckToken(opts.Token); err != nil {
 			return nil, err
 		}
 		g.token = sha256.Sum256([]byte(opts.Token))
@@ -157,15 +157,17 @@ func New(opts Options) (*Guard, error) {
 	return g, nil
 }
 
-// checkToken refuses tokens that are short, or contain spaces or control
+// CheckToken refuses tokens that are short, or contain spaces or control
 // characters (a token of spaces passed a length check, and a header's
 // spaces are trimmed, so only the sign-in form could ever match it).
-func checkToken(t string) error {
+// New applies it; callers that read a token from a file or the
+// environment may apply it first to name the source in their message.
+func CheckToken(t string) error {
 	if strings.IndexFunc(t, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		return errors.New("httpguard: the access token must not contain spaces or control characters")
+		return errors.New("the access token must not contain spaces or control characters")
 	}
 	if n := len([]rune(t)); n < MinTokenLen {
-		return fmt.Errorf("httpguard: the access token must be at least %d characters, got %d", MinTokenLen, n)
+		return fmt.Errorf("the access token must be at least %d characters, got %d", MinTokenLen, n)
 	}
 	return nil
 }

@@ -103,6 +103,15 @@ func TestCrashRandom(t *testing.T) {
 	}
 	for i := range kills {
 		c := mustSpawn(t, cfg)
+		// Every other kill comes at a random moment of the start (the
+		// schema being created, runs being loaded); the others while
+		// handlers run, so that some runs are held when the child dies.
+		if i%2 == 1 {
+			select {
+			case <-c.Running():
+			case <-time.After(time.Minute):
+			}
+		}
 		time.Sleep(time.Duration(30+rng.IntN(400)) * time.Millisecond)
 		c.Kill()
 		o := c.Wait()

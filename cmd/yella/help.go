@@ -1,0 +1,61 @@
+package main
+
+// helpText is a command's usage line (after "yella ") and description,
+// printed with its flags by "yella <command> -h".
+type helpText struct{ use, about string }
+
+// whereAbout is the part of every operator command's help that says where
+// it acts.
+const whereAbout = `Where it acts: with --server, that server. Otherwise the database named
+by --db: through the yella server that holds it (found in <db>.server and
+checked before anything is sent to it), or the file itself when no process
+holds it. A database held by another program without a recorded server is
+an error that names the process; --read-only reads the file anyway and
+changes nothing. The token (--token-file or YELLA_TOKEN) is sent only to
+a checked server or to --server, and never over plain http to a host that
+is not loopback unless --allow-http says so.`
+
+var helps = map[string]helpText{
+	"serve": {"serve [flags]", `Serve runs an engine on the database with the dashboard, the JSON API and /metrics.
+
+The built-in demo automations run on a database created for them: a new
+file, or one that holds only the demo's runs. On a database that holds runs
+of other processes (an application's) the demo stays off unless --demo asks
+for it, and so does the default retention (72h): an explicit --retention
+applies anywhere. Runs of processes this server does not have are never
+claimed or ended; they stay exactly as they are.
+
+--read-only looks at any database without running anything, even while
+another process holds it: no engine, no claims, no reclaims, no retention,
+no demo; every mutation is refused.
+
+While it runs, serve records where it listens in <db>.server (mode 0600),
+so that the yella CLI given --db finds it and checks its identity before it
+sends a token. The first lines printed say what runs: the database, the
+engine, the demo and the retention (each with why), TLS and replication.`},
+	"runs": {"runs list|show", `Runs lists runs with filters and cursor pages (runs list), or shows one run with
+its timeline and effects (runs show ID).
+
+` + whereAbout},
+	"runs list": {"runs list [flags]", "List runs, newest first, with filters; --cursor pages on.\n\n" + whereAbout},
+	"runs show": {"runs show ID [flags]", "Show one run: its fields, timeline and effects.\n\n" + whereAbout},
+	"emit": {"emit EVENT [JSON payload] [flags]", `Emit admits one run per process that listens to EVENT, atomically. With no
+server (direct mode) the processes must be named with --process: this
+command does not know which ones listen, and runs none of them.
+
+` + whereAbout},
+	"retry":  {"retry ID [flags]", "Retry moves an errored, dead-letter or fenced run back to idle (its attempts are kept).\n\n" + whereAbout},
+	"cancel": {"cancel ID [flags]", "Cancel stops an idle or running run: it becomes errored with CANCELLED.\n\n" + whereAbout},
+	"requeue": {"requeue ID [flags] | yella requeue --all [--process NAME] [flags]",
+		"Requeue moves a dead-letter run back to idle with a fresh retry budget; --all requeues every one.\n\n" + whereAbout},
+	"resume": {"resume ID [JSON payload] [flags]", `Resume releases the follow-up event a deferred run holds: one run per process
+that listens to it, in the same chain. The payload, if given, is merged
+into the held one. With no server (direct mode) the processes must be
+named with --process: this command does not know which ones listen.
+
+` + whereAbout},
+	"restore": {"restore --from URL --to PATH [flags]", `Restore rebuilds a database from its replica (see serve --replicate). It
+refuses to overwrite an existing database unless --force is given, and
+refuses while an engine has the destination open.`},
+	"version": {"version", "Version prints the version of yella, of Go, and the platform."},
+}
