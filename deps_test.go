@@ -49,7 +49,7 @@ var importRules = []importRule{
 	},
 	{
 		rule:  "internal helpers never reach the engine",
-		scope: func(p string) bool { return isInternal(p) && !isTooling(p) },
+		scope: isInternal,
 		bad:   func(dep string) bool { return dep == "yella" },
 	},
 	{
@@ -84,21 +84,23 @@ var importRules = []importRule{
 	},
 	{
 		rule:  "the benchmark report renders result files: it never reaches the engine or a store",
-		scope: is("yella/report"),
+		scope: is("yella/internal/tools/report"),
 		bad:   func(dep string) bool { return dep == "yella" || isStore(dep) },
 	},
 	{
-		rule:   "only commands parse flags",
-		scope:  func(p string) bool { return !isCommand(p) && p != "yella/internal/benchcmd" }, // the benchmark command's flags, shared by cmd/yella and examples/benchmarks
+		rule:   "only commands and tooling parse flags",
+		scope:  func(p string) bool { return !isCommand(p) && !isTooling(p) },
 		bad:    func(dep string) bool { return dep == "flag" },
 		direct: true, // package testing imports flag: the kits reach it that way
 	},
 }
 
-// Tooling: the benchmark suite and report, the trust suite, the crash and
-// restore harnesses and the mutation check. Not library code: only commands,
+// Tooling lives under internal/tools: the benchmark suite and its command
+// (bench, benchcmd), the report and page generator (report), the trust
+// suite (trust), the crash and restore harnesses (crashtest, restoredrill)
+// and the mutation check (mutation). Not library code: only commands,
 // examples and tests use it.
-var tooling = []string{"bench", "report", "trust", "internal/benchcmd", "internal/crashtest", "internal/mutation", "replicate/restoredrill"}
+func isTooling(p string) bool { return strings.HasPrefix(p, "yella/internal/tools/") }
 
 // Operator edges: packages that expose an engine to operators.
 func isEdge(p string) bool {
@@ -114,12 +116,11 @@ func isConcreteStore(p string) bool {
 	return strings.HasPrefix(p, "yella/store/") && p != "yella/store/storetest"
 }
 func isKit(p string) bool      { return p == "yella/store/storetest" || p == "yella/yellatest" }
-func isInternal(p string) bool { return strings.HasPrefix(p, "yella/internal/") }
+func isInternal(p string) bool { return strings.HasPrefix(p, "yella/internal/") && !isTooling(p) } // internal helpers
 func isCommand(p string) bool {
 	return strings.HasPrefix(p, "yella/cmd/") || strings.HasPrefix(p, "yella/examples/")
 }
-func isTooling(p string) bool { return slices.Contains(tooling, strings.TrimPrefix(p, "yella/")) }
-func inModule(p string) bool  { return p == "yella" || strings.HasPrefix(p, "yella/") }
+func inModule(p string) bool { return p == "yella" || strings.HasPrefix(p, "yella/") }
 
 // isStd: a standard library package (outside the module, and its first
 // path element has no dot).

@@ -11,7 +11,7 @@ import (
 
 // The cases in this file each pin one guarantee of the README's
 // reliability section precisely enough that breaking the code behind it
-// makes the case fail (the mutation check, internal/mutation, keeps that
+// makes the case fail (the mutation check, internal/tools/mutation, keeps that
 // true). Each is deterministic: no sleeps decide the outcome.
 
 // takeOver moves a running run from the attempt holding it to another

@@ -9,7 +9,7 @@ import (
 
 // guaranteeCases each pin one guarantee of the README's reliability section
 // at the store's level, precisely enough that breaking the code behind it
-// makes the case fail (the mutation check, internal/mutation, keeps that
+// makes the case fail (the mutation check, internal/tools/mutation, keeps that
 // true). Each is deterministic: no sleeps decide the outcome.
 func guaranteeCases() []Case {
 	return []Case{

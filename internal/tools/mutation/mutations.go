@@ -22,9 +22,9 @@ func sqlTest(name string) Test {
 
 var (
 	crashPoints = Test{Pkg: "./store/sqlitestore", Run: "^TestCrashPoints$", Full: true}
-	powerLoss   = Test{Pkg: "./trust", Run: "^TestPowerLoss$", Tags: "trust", Full: true, Timeout: 10 * time.Minute}
-	burst       = Test{Pkg: "./trust", Run: "^TestBurst$", Tags: "trust", Full: true, Timeout: 5 * time.Minute}
-	retryModel  = Test{Pkg: "./trust", Run: "^TestRetryModel$", Tags: "trust", Full: true, Timeout: 10 * time.Minute}
+	powerLoss   = Test{Pkg: "./internal/tools/trust", Run: "^TestPowerLoss$", Tags: "trust", Full: true, Timeout: 10 * time.Minute}
+	burst       = Test{Pkg: "./internal/tools/trust", Run: "^TestBurst$", Tags: "trust", Full: true, Timeout: 5 * time.Minute}
+	retryModel  = Test{Pkg: "./internal/tools/trust", Run: "^TestRetryModel$", Tags: "trust", Full: true, Timeout: 10 * time.Minute}
 )
 
 // All is the mutation check: one deliberate break per guarantee of the

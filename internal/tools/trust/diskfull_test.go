@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/internal/crashtest"
+	"github.com/yella-go/yella/internal/tools/crashtest"
 )
 
 // TestDiskFull (T7) fills a small tmpfs under live load (the drill is

@@ -20,7 +20,7 @@ import (
 	"github.com/ncruces/go-sqlite3/vfs"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/internal/crashtest"
+	"github.com/yella-go/yella/internal/tools/crashtest"
 	"github.com/yella-go/yella/store/sqlitestore"
 )
 

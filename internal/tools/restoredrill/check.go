@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/internal/crashtest"
+	"github.com/yella-go/yella/internal/tools/crashtest"
 )
 
 // dbState is what the drill reads from a database.

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yella-go/yella/bench"
-	"github.com/yella-go/yella/report"
+	"github.com/yella-go/yella/internal/tools/bench"
+	"github.com/yella-go/yella/internal/tools/report"
 )
 
 // TestSoak (T10) runs the api-mixed workload with retention on, in a child

@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yella-go/yella/bench"
-	"github.com/yella-go/yella/internal/crashtest"
-	"github.com/yella-go/yella/replicate/restoredrill"
+	"github.com/yella-go/yella/internal/tools/bench"
+	"github.com/yella-go/yella/internal/tools/crashtest"
+	"github.com/yella-go/yella/internal/tools/restoredrill"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 	"github.com/yella-go/yella/store/sqlitestore"

@@ -15,7 +15,7 @@ import (
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/internal/obs"
-	"github.com/yella-go/yella/report"
+	"github.com/yella-go/yella/internal/tools/report"
 	"github.com/yella-go/yella/store"
 )
 

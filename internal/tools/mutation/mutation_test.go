@@ -20,7 +20,7 @@ func TestListAppliesToTheTree(t *testing.T) {
 	if err := Validate(All); err != nil {
 		t.Fatal(err)
 	}
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestListAppliesToTheTree(t *testing.T) {
 // name in the suite's sources (a renamed case would otherwise only show as
 // NO-TESTS when the check runs).
 func TestEveryNamedTestExists(t *testing.T) {
-	root, err := filepath.Abs("../..")
+	root, err := filepath.Abs("../../..")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func sources(dir, suffix string) (string, error) {
 // The README's table names every mutation and, in its row, every test
 // that must catch it.
 func TestReadmeNamesEveryMutation(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yella-go/yella/report"
+	"github.com/yella-go/yella/internal/tools/report"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 	"github.com/yella-go/yella/store/sqlitestore"

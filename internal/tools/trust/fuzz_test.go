@@ -19,9 +19,9 @@ var fuzzTargets = []struct{ pkg, name string }{
 	{".", "FuzzRunQuery"},
 	{".", "FuzzBackoff"},
 	{"./store/sqlitestore", "FuzzRunsDifferential"},
-	{"./bench", "FuzzParseScale"},
-	{"./bench", "FuzzSelect"},
-	{"./report", "FuzzReport"},
+	{"./internal/tools/bench", "FuzzParseScale"},
+	{"./internal/tools/bench", "FuzzSelect"},
+	{"./internal/tools/report", "FuzzReport"},
 }
 
 var execsRE = regexp.MustCompile(`execs: (\d+)`)
@@ -38,7 +38,7 @@ func TestFuzz(t *testing.T) {
 	r.figure("seconds_per_target", d.Seconds())
 	for _, ft := range fuzzTargets {
 		cmd := exec.Command("go", "test", "-run", "^$", "-fuzz", "^"+ft.name+"$", "-fuzztime", d.String(), ft.pkg)
-		cmd.Dir = ".."
+		cmd.Dir = "../../.." // the module root
 		out, err := cmd.CombinedOutput()
 		execs := 0
 		if m := execsRE.FindAllStringSubmatch(string(out), -1); len(m) > 0 {

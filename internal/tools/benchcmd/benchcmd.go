@@ -16,9 +16,9 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/yella-go/yella/bench"
-	"github.com/yella-go/yella/internal/crashtest"
-	"github.com/yella-go/yella/report"
+	"github.com/yella-go/yella/internal/tools/bench"
+	"github.com/yella-go/yella/internal/tools/crashtest"
+	"github.com/yella-go/yella/internal/tools/report"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 	"github.com/yella-go/yella/store/sqlitestore"

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella/internal/obs"
-	"github.com/yella-go/yella/report"
+	"github.com/yella-go/yella/internal/tools/report"
 	"github.com/yella-go/yella/store"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yella-go/yella/replicate/restoredrill"
+	"github.com/yella-go/yella/internal/tools/restoredrill"
 )
 
 // T10: restore drill under live load. A child engine on SQLite replicates

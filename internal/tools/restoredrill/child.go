@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/internal/crashtest"
+	"github.com/yella-go/yella/internal/tools/crashtest"
 	"github.com/yella-go/yella/replicate"
 	"github.com/yella-go/yella/store/sqlitestore"
 )

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yella-go/yella/bench"
-	"github.com/yella-go/yella/internal/crashtest"
+	"github.com/yella-go/yella/internal/tools/bench"
+	"github.com/yella-go/yella/internal/tools/crashtest"
 )
 
 // T1: SIGKILL at every commit boundary (the SQLite store's crash matrix).

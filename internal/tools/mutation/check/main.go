@@ -1,13 +1,13 @@
-// Command mutations runs the mutation check (package internal/mutation):
+// Command check runs the mutation check (package mutation, its parent):
 // every mutation of the list is applied in turn, through go test -overlay
 // (the working tree is never touched), and the tests that must catch it
 // are run. It prints a table and exits non-zero if the baseline fails, a
 // mutation survives, is stale or does not compile.
 //
-//	go run ./.ci/mutations                 # short form (CI): the fast, deterministic tests
-//	go run ./.ci/mutations -full           # full form: also the crash and trust tests
-//	go run ./.ci/mutations -run 'epoch'    # only the mutations whose name matches
-//	go run ./.ci/mutations -list           # the mutations and their tests
+//	go run ./internal/tools/mutation/check                 # short form (CI): the fast, deterministic tests
+//	go run ./internal/tools/mutation/check -full           # full form: also the crash and trust tests
+//	go run ./internal/tools/mutation/check -run 'epoch'    # only the mutations whose name matches
+//	go run ./internal/tools/mutation/check -list           # the mutations and their tests
 package main
 
 import (
@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/yella-go/yella/internal/mutation"
+	"github.com/yella-go/yella/internal/tools/mutation"
 )
 
 func main() {

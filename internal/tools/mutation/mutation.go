@@ -13,9 +13,9 @@
 // The short form (the tests not marked Full: fast, deterministic ones) runs
 // in CI (.ci/run); the full form adds the crash and trust tests:
 //
-//	go run ./.ci/mutations            # short form
-//	go run ./.ci/mutations -full      # with the crash and trust tests
-//	go run ./.ci/mutations -list      # the mutations and their tests
+//	go run ./internal/tools/mutation/check            # short form
+//	go run ./internal/tools/mutation/check -full      # with the crash and trust tests
+//	go run ./internal/tools/mutation/check -list      # the mutations and their tests
 package mutation
 
 import (
