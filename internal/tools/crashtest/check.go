@@ -118,9 +118,7 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 	}
 	if !ok { // killed before its schema was committed: nothing was admitted
 		r.Integrity = "ok"
-		for _, k := range acked {
-			r.Lost = append(r.Lost, k)
-		}
+		r.Lost = append(r.Lost, acked...)
 		return r, nil
 	}
 	defer db.Close()
