@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yella-go/yella/replicate/restoredrill"
+	"github.com/yella-go/yella/internal/tools/restoredrill"
 )
 
 // The restore drill under live load (reliability T10): a child engine
@@ -14,7 +14,7 @@ import (
 // effects whose start was replicated are fenced; no effect whose completion
 // was replicated runs again; integrity_check is ok; the WAL stays under
 // 64 MB while the child replicates under load. The trust suite runs
-// the same drill (trust/restore_test.go).
+// the same drill (internal/tools/trust/restore_test.go).
 func TestRestoreDrill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("spawns a child engine for several seconds")

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yella-go/yella/internal/tools/restoredrill"
 	"github.com/yella-go/yella/replicate"
-	"github.com/yella-go/yella/replicate/restoredrill"
 )
 
 // needSQLite3 returns the sqlite3 command-line shell, or skips the test.

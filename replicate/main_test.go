@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/yella-go/yella/replicate/restoredrill"
+	"github.com/yella-go/yella/internal/tools/restoredrill"
 )
 
 // TestMain turns the test binary into the restore drill's child engine when

@@ -6,7 +6,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/yella-go/yella/internal/benchcmd"
+	"github.com/yella-go/yella/internal/tools/benchcmd"
 )
 
 func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {

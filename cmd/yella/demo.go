@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/bench"
+	"github.com/yella-go/yella/internal/tools/bench"
 	"github.com/yella-go/yella/store/memstore"
 )
 

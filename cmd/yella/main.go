@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/yella-go/yella/internal/benchcmd"
+	"github.com/yella-go/yella/internal/tools/benchcmd"
 )
 
 func main() {

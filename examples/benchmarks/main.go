@@ -20,7 +20,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/yella-go/yella/internal/benchcmd"
+	"github.com/yella-go/yella/internal/tools/benchcmd"
 )
 
 func main() {

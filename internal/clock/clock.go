@@ -135,6 +135,24 @@ func (c *Fake) Pending() int {
 	return len(c.pending)
 }
 
+// Next reports when the earliest scheduled callback falls due, and false
+// when none is scheduled. Advancing the clock to it (Set) runs that
+// callback and nothing later.
+func (c *Fake) Next() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pending) == 0 {
+		return time.Time{}, false
+	}
+	next := c.pending[0].at
+	for _, p := range c.pending[1:] {
+		if p.at.Before(next) {
+			next = p.at
+		}
+	}
+	return next, true
+}
+
 // WaitForTimers blocks until at least n callbacks are scheduled or the
 // timeout elapses (real time), and reports whether they are. Tests use it to
 // wait until the engine has armed a timer before advancing the clock.

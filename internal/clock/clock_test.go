@@ -39,3 +39,29 @@ func TestFakeWaitForTimers(t *testing.T) {
 		t.Fatal("saw a timer that does not exist")
 	}
 }
+
+func TestFakeNext(t *testing.T) {
+	c := NewFake(time.Unix(0, 0))
+	if _, ok := c.Next(); ok {
+		t.Fatal("next with nothing scheduled")
+	}
+	var ran []int
+	c.AfterFunc(5*time.Second, func() { ran = append(ran, 5) })
+	stop := c.AfterFunc(time.Second, func() { ran = append(ran, 1) })
+	c.AfterFunc(3*time.Second, func() { ran = append(ran, 3) })
+	if next, ok := c.Next(); !ok || !next.Equal(time.Unix(1, 0)) {
+		t.Fatalf("next = %v, %v; want 1s", next, ok)
+	}
+	stop()
+	next, _ := c.Next()
+	if !next.Equal(time.Unix(3, 0)) {
+		t.Fatalf("next after stopping the first = %v, want 3s", next)
+	}
+	c.Set(next)
+	if len(ran) != 1 || ran[0] != 3 {
+		t.Fatalf("ran %v, want [3]", ran)
+	}
+	if next, _ := c.Next(); !next.Equal(time.Unix(5, 0)) {
+		t.Fatalf("next = %v, want 5s", next)
+	}
+}

@@ -9,7 +9,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, storetest.Harness{
+	storetest.Run(t, storetest.Factory{
 		Open:   func(testing.TB, string) store.Store { return memstore.New() },
 		Shared: true,
 	})

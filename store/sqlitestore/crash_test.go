@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yella-go/yella/internal/crashtest"
+	"github.com/yella-go/yella/internal/tools/crashtest"
 )
 
 // These tests kill real engine processes with SIGKILL (see
-// internal/crashtest). The long form runs with YELLA_CRASH_LONG=1.
+// internal/tools/crashtest). The long form runs with YELLA_CRASH_LONG=1.
 
 func crashFiles(t *testing.T) crashtest.Config {
 	dir := t.TempDir()
@@ -43,7 +43,7 @@ func check(t *testing.T, cfg crashtest.Config) crashtest.Report {
 }
 
 // TestCrashPoints kills a child at each commit boundary, restarts on the
-// same file and checks the invariants (internal/crashtest.Matrix): nothing
+// same file and checks the invariants (internal/tools/crashtest.Matrix): nothing
 // acknowledged is lost (checked right after the kill too), nothing runs or
 // completes twice, every completed job has its follow-up, and the run the
 // killed child held is claimed again within a second of the restart.

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/yella-go/yella/internal/crashtest"
+	"github.com/yella-go/yella/internal/tools/crashtest"
 )
 
 // TestDiskFull fills a small tmpfs under live load: the failing emit gets a

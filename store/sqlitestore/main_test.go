@@ -5,11 +5,11 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/yella-go/yella/internal/crashtest"
+	"github.com/yella-go/yella/internal/tools/crashtest"
 )
 
 // TestMain turns the test binary into a crash-test child when asked to
-// (see internal/crashtest); otherwise it runs the tests and checks that no
+// (see internal/tools/crashtest); otherwise it runs the tests and checks that no
 // goroutine outlives them: handlers released, writers stopped, timers
 // cancelled.
 func TestMain(m *testing.M) {

@@ -10,7 +10,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, storetest.Harness{
+	storetest.Run(t, storetest.Factory{
 		Open: func(t testing.TB, dir string) store.Store {
 			s, err := sqlitestore.Open(filepath.Join(dir, "yella.db"), sqlitestore.Options{})
 			if err != nil {

@@ -5,13 +5,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/store"
 )
 
-// Cases for run listings filtered on several statuses.
-func init() {
-	register(
+// listingCases: run listings filtered on several statuses.
+func listingCases() []Case {
+	return []Case{
 		Case{Name: "Store/Runs/RepeatedStatusesListOnce", Fn: func(h *H) {
 			for range 10 {
 				r := h.Claim(h.Admit("p", "ev", nil).ID, "o", time.Minute)
@@ -20,11 +19,11 @@ func init() {
 			c := store.StatusCompleted
 			f := store.RunFilter{Statuses: []store.Status{c, c, c}, Limit: 5}
 			rs, err := h.St.Runs(h.Ctx(), f)
-			Expect(h, "err", err, nil)
-			Expect(h, "rows", len(rs), 5)
-			Expect(h, "distinct ids", len(distinct(rs)), 5)
+			expect(h, "err", err, nil)
+			expect(h, "rows", len(rs), 5)
+			expect(h, "distinct ids", len(distinct(rs)), 5)
 			n, _ := h.St.CountRuns(h.Ctx(), f)
-			Expect(h, "count", n, int64(10))
+			expect(h, "count", n, int64(10))
 		}},
 		Case{Name: "Store/Runs/SeveralStatusesMergeInOrder", Fn: func(h *H) {
 			// Runs of four statuses, interleaved in creation order.
@@ -67,7 +66,7 @@ func init() {
 						var after int64
 						for pages := 0; pages <= len(all); pages++ {
 							rs, err := h.St.Runs(h.Ctx(), store.RunFilter{Statuses: set, Order: order, Limit: limit, After: after})
-							Expect(h, "err", err, nil)
+							expect(h, "err", err, nil)
 							if len(rs) > limit {
 								h.Errorf("%v %v limit %d: page of %d runs", set, order, limit, len(rs))
 							}
@@ -79,31 +78,12 @@ func init() {
 							}
 							after = rs[len(rs)-1].Seq
 						}
-						Expect(h, fmt.Sprintf("%v order %d limit %d", set, order, limit), join(got), join(want))
+						expect(h, fmt.Sprintf("%v order %d limit %d", set, order, limit), join(got), join(want))
 					}
 				}
 			}
 		}},
-		Case{Name: "Engine/RunsRepeatedStatuses", Fn: func(h *H) {
-			e := h.Started(yella.Config{}, Proc("a", "ev", Noop))
-			for range 10 {
-				h.One(e, "ev", nil)
-			}
-			h.Drain(e)
-			c := yella.StatusCompleted
-			q := yella.RunQuery{Status: []yella.Status{c, c, c}, State: yella.StateCompleted, Limit: 5, WithTotal: true}
-			p, err := e.Runs(h.Ctx(), q)
-			Expect(h, "err", err, nil)
-			Expect(h, "rows", len(p.Runs), 5)
-			Expect(h, "distinct ids", len(distinct(p.Runs)), 5)
-			Expect(h, "total", p.Total, int64(10))
-			q.Cursor = p.Next
-			p2, err := e.Runs(h.Ctx(), q)
-			Expect(h, "err", err, nil)
-			Expect(h, "second page", len(distinct(append(p.Runs, p2.Runs...))), 10)
-			Expect(h, "last page", p2.Next, "")
-		}},
-	)
+	}
 }
 
 func distinct(rs []store.Run) map[string]bool {

@@ -1,52 +1,72 @@
-// Package storetest is the conformance suite every store.Store passes. A
-// store's own test calls Run with a Harness that opens it.
+// Package storetest is the conformance suite of the storage contract: every
+// store.Store passes it. A store's own test calls Run with a Factory that
+// opens it:
 //
-// The suite checks a store the way users exercise it: mostly by driving the
-// real engine (package yella) over it, plus direct calls for the contract's
-// atomic operations. That is why this package, unlike the stores, imports
-// the engine; it is imported only by tests.
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, storetest.Factory{
+//			Open:   func(testing.TB, string) store.Store { return memstore.New() },
+//			Shared: true,
+//		})
+//	}
+//
+// The suite checks the contract alone, through direct calls of store.Store:
+// it imports the store package and the standard library, never the engine
+// (package yella), so a store is proven without it. How the engine behaves
+// on each store is checked by the engine suite, in the root package's tests
+// (enginesuite_test.go), which runs on every store through the same
+// Factory.
+//
+// The suite is an explicit list (suite, below): one function per file of
+// cases, each returning that file's cases. Nothing registers itself.
 //
 // Each case names the behaviours of the original engine's test suite that
-// it covers (the numbers of §12 of the specification,
-// ../shared/reference/yella-spec.md), so Coverage lists which behaviours
-// are checked and by which case. Cases whose semantics deliberately differ
-// from the original (errors instead of silent empty results, 1-based
-// attempts, fenced effects…) assert the new behaviour and say so in Note.
+// it covers (the item numbers of §12 of its specification), so the coverage
+// table, generated across both suites into testdata/coverage.md at the
+// module root, lists which behaviours are checked and by which case. Cases
+// whose semantics deliberately differ from the original say how in Note.
 package storetest
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"runtime/debug"
-	"sort"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/internal/clock"
 	"github.com/yella-go/yella/store"
 )
 
-// Harness describes the store under test.
-type Harness struct {
-	// Open opens the store kept in dir, a fresh temporary directory per test.
-	// Opening the same dir again after Close must see the same data if
-	// Durable.
+// suite is the conformance suite: every file's cases, in the order they
+// run. A new file of cases adds its function here; TestEveryGroupListed
+// fails when a function returning []Case is missing from this list.
+var suite = []func() []Case{
+	storeCases,      // cases_store.go: the contract's atomic operations
+	listingCases,    // cases_listing.go: listings filtered on several statuses
+	keyCases,        // cases_keys.go: idempotency keys kept after pruning
+	transitionCases, // cases_transitions.go: every status × every operation
+	guaranteeCases,  // cases_guarantees.go: store-level reliability guarantees
+	// The run lifecycle's transition-table cases go here.
+}
+
+// Factory opens the store under test and says what it can do.
+type Factory struct {
+	// Open opens the store kept in dir, a fresh temporary directory per
+	// case. A case that reopens a Durable store calls it again with the
+	// same dir after closing the store.
 	Open func(t testing.TB, dir string) store.Store
 	// Durable: data survives Close and a new Open of the same dir.
 	Durable bool
 	// Shared: several engines may use one open store at once (an exclusive
-	// store such as SQLite refuses a second engine process instead). A
-	// durable store that is not shared is exclusive: one process has it
-	// open, so a new Open knows that every lease owner of an earlier Open is
-	// gone (see store.Store.Abandoned).
+	// store such as SQLite refuses a second engine process instead).
 	Shared bool
 }
+
+// Exclusive reports whether the store is durable and opened by one process
+// at a time: a new Open then knows that every lease owner of an earlier
+// Open is gone (see store.Store.Abandoned).
+func (f Factory) Exclusive() bool { return f.Durable && !f.Shared }
 
 // Case is one conformance check.
 type Case struct {
@@ -54,83 +74,55 @@ type Case struct {
 	// Spec lists the behaviours of spec §12 this case covers.
 	Spec []int
 	// Note says how the behaviour differs from the original, if it does.
-	Note      string
-	Durable   bool // needs a durable store
-	Shared    bool // needs a shared store
-	Exclusive bool // needs a durable store that is not shared (see Harness.Shared)
-	Fn        func(h *H)
+	Note    string
+	Durable bool // needs a durable store
+	Fn      func(h *H)
 }
 
-var (
-	casesMu sync.Mutex
-	cases   []Case
-)
-
-func register(cs ...Case) {
-	casesMu.Lock()
-	defer casesMu.Unlock()
-	cases = append(cases, cs...)
-}
-
-// Cases returns every case, sorted by name.
+// Cases returns the suite's cases in the order Run runs them. The engine
+// suite reads their names, Spec and Note for the coverage table.
 func Cases() []Case {
-	casesMu.Lock()
-	defer casesMu.Unlock()
-	out := append([]Case(nil), cases...)
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// Coverage maps each covered §12 behaviour to the cases that check it.
-func Coverage() map[int][]string {
-	out := map[int][]string{}
-	for _, c := range Cases() {
-		for _, n := range c.Spec {
-			out[n] = append(out[n], c.Name)
-		}
+	var out []Case
+	for _, group := range suite {
+		out = append(out, group()...)
 	}
 	return out
 }
 
-// Run runs every case against the store h opens. Cases that need a durable
-// or shared store are skipped for stores that are not.
-func Run(t *testing.T, h Harness) {
+// Run runs every case of the suite against the stores f opens, each case
+// on a fresh store. A case that needs a durable store is skipped for a
+// store that is not.
+func Run(t *testing.T, f Factory) {
+	if f.Open == nil {
+		t.Fatal("storetest: Factory.Open is nil")
+	}
 	for _, c := range Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			if c.Durable && !h.Durable {
+			if c.Durable && !f.Durable {
 				t.Skip("store is not durable")
 			}
-			if c.Shared && !h.Shared {
-				t.Skip("store cannot be shared by engines")
-			}
-			if c.Exclusive && (!h.Durable || h.Shared) {
-				t.Skip("store is not opened exclusively by one process")
-			}
-			hh := &H{T: t, h: h, dir: t.TempDir()}
-			hh.St = h.Open(t, hh.dir)
-			t.Cleanup(func() { hh.stopAll(); hh.St.Close() })
+			h := &H{T: t, f: f, dir: t.TempDir()}
+			h.St = f.Open(t, h.dir)
+			t.Cleanup(func() { h.St.Close() })
 			// A case that panics fails alone; the rest of the suite runs.
 			defer func() {
 				if p := recover(); p != nil {
 					t.Errorf("case panicked: %v\n%s", p, debug.Stack())
 				}
 			}()
-			c.Fn(hh)
+			c.Fn(h)
 		})
 	}
 }
 
-// H is the per-case helper: the store, engines on it and their events.
+// H is the per-case helper: the store under test and shorthands for the
+// contract's calls that fail the case on error.
 type H struct {
 	*testing.T
-	h       Harness
-	dir     string
-	St      store.Store
-	Clock   *clock.Fake // set by Fake
-	engines []*yella.Engine
-
-	mu     sync.Mutex
-	events []yella.Event
+	// St is the store under test (a new one after Reopen).
+	St  store.Store
+	f   Factory
+	dir string
 }
 
 // Ctx returns a context bounded by a generous deadline, so a hung case
@@ -141,124 +133,17 @@ func (h *H) Ctx() context.Context {
 	return ctx
 }
 
-// Fake switches the engines created afterwards to a fake clock.
-func (h *H) Fake() *clock.Fake {
-	h.Clock = clock.NewFake(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
-	return h.Clock
-}
+// Now is the time the case passes to the store: the wall clock (the store
+// takes every time from its caller, so no fake clock is needed).
+func (h *H) Now() time.Time { return time.Now() }
 
-// Now is the time on the engines' clock.
-func (h *H) Now() time.Time {
-	if h.Clock != nil {
-		return h.Clock.Now()
-	}
-	return time.Now()
-}
-
-// Engine creates an engine on the case's store, registers procs and records
-// its events. It is stopped at the end of the case.
-func (h *H) Engine(cfg yella.Config, procs ...yella.Process) *yella.Engine {
-	h.Helper()
-	cfg.Store = h.St
-	if h.Clock != nil && cfg.Clock == nil {
-		cfg.Clock = h.Clock
-	}
-	e, err := yella.New(cfg)
-	if err != nil {
-		h.Fatalf("new engine: %v", err)
-	}
-	for _, p := range procs {
-		if err := e.Register(p); err != nil {
-			h.Fatalf("register %s: %v", p.Name, err)
-		}
-	}
-	e.Subscribe(func(ev yella.Event) {
-		h.mu.Lock()
-		h.events = append(h.events, ev)
-		h.mu.Unlock()
-	})
-	h.engines = append(h.engines, e)
-	return e
-}
-
-// Started is Engine followed by Start.
-func (h *H) Started(cfg yella.Config, procs ...yella.Process) *yella.Engine {
-	h.Helper()
-	e := h.Engine(cfg, procs...)
-	if err := e.Start(h.Ctx()); err != nil {
-		h.Fatalf("start: %v", err)
-	}
-	return e
-}
-
-func (h *H) stopAll() {
-	for _, e := range h.engines {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		e.Stop(ctx)
-		cancel()
-	}
-	h.engines = nil
-}
-
-// Reopen stops every engine, closes the store and opens it again (durable
-// stores only).
+// Reopen closes the store and opens it again (durable stores only).
 func (h *H) Reopen() {
 	h.Helper()
-	h.stopAll()
 	if err := h.St.Close(); err != nil {
 		h.Fatalf("close: %v", err)
 	}
-	h.St = h.h.Open(h, h.dir)
-}
-
-// Events returns the recorded events of the given types (all if none).
-func (h *H) Events(types ...yella.EventType) []yella.Event {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []yella.Event
-	for _, ev := range h.events {
-		if len(types) == 0 || containsType(types, ev.Type) {
-			out = append(out, ev)
-		}
-	}
-	return out
-}
-
-func containsType(ts []yella.EventType, t yella.EventType) bool {
-	for _, x := range ts {
-		if x == t {
-			return true
-		}
-	}
-	return false
-}
-
-// Emit emits and fails the case on error.
-func (h *H) Emit(e *yella.Engine, event string, payload any, opts ...yella.EmitOption) yella.Emission {
-	h.Helper()
-	em, err := e.Emit(h.Ctx(), event, payload, opts...)
-	if err != nil {
-		h.Fatalf("emit %s: %v", event, err)
-	}
-	return em
-}
-
-// One emits and returns the single admitted run id.
-func (h *H) One(e *yella.Engine, event string, payload any, opts ...yella.EmitOption) string {
-	h.Helper()
-	em := h.Emit(e, event, payload, opts...)
-	if len(em.Runs) != 1 {
-		h.Fatalf("emit %s admitted %d runs, want 1 (%+v)", event, len(em.Runs), em)
-	}
-	return em.Runs[0]
-}
-
-// Drain drains and fails the case on error.
-func (h *H) Drain(e *yella.Engine) {
-	h.Helper()
-	if err := e.Drain(h.Ctx()); err != nil {
-		h.Fatalf("drain: %v", err)
-	}
+	h.St = h.f.Open(h, h.dir)
 }
 
 // Run reads a run from the store.
@@ -271,64 +156,6 @@ func (h *H) Run(id string) store.Run {
 	return r
 }
 
-// WaitFor polls cond (real time) until it holds or 5s pass.
-func (h *H) WaitFor(what string, cond func() bool) {
-	h.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// WaitStatus waits until run id has status st.
-func (h *H) WaitStatus(id string, st store.Status) store.Run {
-	h.Helper()
-	var r store.Run
-	h.WaitFor(fmt.Sprintf("run %s to be %s", id, st), func() bool {
-		r = h.Run(id)
-		return r.Status == st
-	})
-	return r
-}
-
-// Expect fails the case unless got equals want.
-func Expect[T comparable](h *H, what string, got, want T) {
-	h.Helper()
-	if got != want {
-		h.Errorf("%s = %v, want %v", what, got, want)
-	}
-}
-
-// ExpectCode fails the case unless err carries code.
-func ExpectCode(h *H, what string, err error, code yella.Code) {
-	h.Helper()
-	if yella.CodeOf(err) != code {
-		h.Errorf("%s: error %v (code %q), want code %q", what, err, yella.CodeOf(err), code)
-	}
-}
-
-// ExpectContains fails the case unless s contains sub.
-func ExpectContains(h *H, what, s, sub string) {
-	h.Helper()
-	if !strings.Contains(s, sub) {
-		h.Errorf("%s = %q, want it to contain %q", what, s, sub)
-	}
-}
-
-// Noop is a handler that completes with no output.
-func Noop(c *yella.Ctx) yella.Result { return c.OK(nil) }
-
-// Proc is a process shorthand.
-func Proc(name, on string, run func(*yella.Ctx) yella.Result) yella.Process {
-	return yella.Process{Name: name, On: on, Run: run}
-}
-
-// ID returns a fresh run id for direct store calls.
-func ID() string { return uuid.Must(uuid.NewV7()).String() }
-
 // Admit admits one root run of process on event directly in the store.
 func (h *H) Admit(process, event string, payload any) store.Run {
 	h.Helper()
@@ -336,7 +163,7 @@ func (h *H) Admit(process, event string, payload any) store.Run {
 	if payload != nil {
 		raw, _ = json.Marshal(payload)
 	}
-	res, err := h.St.Admit(h.Ctx(), store.Admission{Event: event, Payload: raw, Runs: []store.NewRun{{ID: ID(), Process: process}}, Now: h.Now()})
+	res, err := h.St.Admit(h.Ctx(), store.Admission{Event: event, Payload: raw, Runs: []store.NewRun{{ID: newID(), Process: process}}, Now: h.Now()})
 	if err != nil || len(res.Admitted) != 1 {
 		h.Fatalf("admit: %v (%+v)", err, res)
 	}
@@ -354,18 +181,19 @@ func (h *H) Claim(id, owner string, d time.Duration) store.Run {
 	return rs[0]
 }
 
-// WaitEvent waits until an event of type t about run id was published.
-func (h *H) WaitEvent(t yella.EventType, id string) yella.Event {
+// expect fails the case unless got equals want.
+func expect[T comparable](h *H, what string, got, want T) {
 	h.Helper()
-	var found yella.Event
-	h.WaitFor(fmt.Sprintf("%s of run %s", t, id), func() bool {
-		for _, ev := range h.Events(t) {
-			if ev.RunID == id {
-				found = ev
-				return true
-			}
-		}
-		return false
-	})
-	return found
+	if got != want {
+		h.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// newID returns a fresh random run id in UUID form, for direct store calls.
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // RFC 4122 variant
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }

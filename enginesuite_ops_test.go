@@ -1,0 +1,559 @@
+package yella_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/store"
+)
+
+func opsCases() []Case {
+	return []Case{
+		// Deferred runs and resume.
+		Case{Name: "Resume/DeferredHoldsFollowUp", Spec: []int{198, 7}, Fn: func(h *H) {
+			e := h.Started(yella.Config{},
+				Proc("gate", "draft", func(c *yella.Ctx) yella.Result { return c.Defer("approved", map[string]string{"title": "t"}) }),
+				Proc("publish", "approved", Noop))
+			id := h.One(e, "draft", nil)
+			h.Drain(e)
+			r := h.Run(id)
+			Expect(h, "status", r.Status, store.StatusDeferred)
+			Expect(h, "state", r.State(), store.StateCompleted)
+			Expect(h, "then", r.Then, "approved")
+			chain, _ := e.Chain(h.Ctx(), id)
+			Expect(h, "nothing emitted", len(chain), 1)
+		}},
+		Case{Name: "Resume/AdmitsFollowUp", Spec: []int{199, 201, 307, 316}, Fn: func(h *H) {
+			e := h.Started(yella.Config{},
+				Proc("gate", "draft", func(c *yella.Ctx) yella.Result { return c.Defer("approved", 1) }),
+				Proc("publish", "approved", Noop))
+			id := h.One(e, "draft", nil)
+			h.Drain(e)
+			kids, err := e.Resume(h.Ctx(), id, nil)
+			Expect(h, "err", err, nil)
+			Expect(h, "children", len(kids), 1)
+			h.Drain(e)
+			chain, _ := e.Chain(h.Ctx(), id)
+			Expect(h, "chain", len(chain), 2)
+			Expect(h, "shared correlation", chain[1].CorrelationID, id)
+			Expect(h, "child payload", string(chain[1].Payload), "1")
+			Expect(h, "no longer deferred", h.Run(id).Status, store.StatusCompleted)
+			_, err = e.Resume(h.Ctx(), id, nil)
+			ExpectCode(h, "second resume", err, yella.CodeInvalidRunState)
+			ExpectContains(h, "message", err.Error(), "not deferred")
+			evs := h.Events(yella.RunResume)
+			Expect(h, "run:resume", len(evs), 1)
+			if len(evs) == 1 {
+				Expect(h, "event children", len(evs[0].Children), 1)
+				Expect(h, "event child id", evs[0].Children[0], kids[0].ID)
+			}
+			m, _ := e.Metrics(h.Ctx())
+			Expect(h, "resumes", m.Totals.Resumes, int64(1))
+		}},
+		Case{Name: "Resume/MergeAndReplace", Spec: []int{200, 207}, Note: "fixes gap 14: arrays are not merged as objects", Fn: func(h *H) {
+			e := h.Started(yella.Config{},
+				Proc("obj", "a", func(c *yella.Ctx) yella.Result { return c.Defer("go", map[string]int{"x": 1, "y": 2}) }),
+				Proc("str", "b", func(c *yella.Ctx) yella.Result { return c.Defer("go", "text") }),
+				Proc("arr", "c", func(c *yella.Ctx) yella.Result { return c.Defer("go", []int{1}) }),
+				Proc("sink", "go", Noop))
+			a, b, c := h.One(e, "a", nil), h.One(e, "b", nil), h.One(e, "c", nil)
+			h.Drain(e)
+			ka, _ := e.Resume(h.Ctx(), a, map[string]int{"y": 9, "z": 3})
+			kb, _ := e.Resume(h.Ctx(), b, []int{7})
+			kc, _ := e.Resume(h.Ctx(), c, map[string]int{"k": 1})
+			Expect(h, "merged", string(ka[0].Payload), `{"x":1,"y":9,"z":3}`)
+			Expect(h, "replaced", string(kb[0].Payload), `[7]`)
+			Expect(h, "array replaced", string(kc[0].Payload), `{"k":1}`)
+		}},
+		Case{Name: "Resume/Refusals", Spec: []int{202, 203, 206}, Fn: func(h *H) {
+			g := newGate()
+			e := h.Started(yella.Config{}, Proc("slow", "s", func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }), Proc("done", "d", Noop))
+			running := h.One(e, "s", nil)
+			done := h.One(e, "d", nil)
+			h.WaitStatus(done, store.StatusCompleted)
+			_, err := e.Resume(h.Ctx(), running, nil)
+			ExpectCode(h, "running", err, yella.CodeInvalidRunState)
+			_, err = e.Resume(h.Ctx(), done, nil)
+			ExpectCode(h, "completed", err, yella.CodeInvalidRunState)
+			ExpectContains(h, "message", err.Error(), "not deferred")
+			_, err = e.Resume(h.Ctx(), ID(), nil)
+			ExpectCode(h, "unknown", err, yella.CodeRunNotFound)
+			g.open()
+		}},
+		Case{Name: "Resume/NothingAdmittedStaysDeferred", Spec: []int{205}, Fn: func(h *H) {
+			g := newGate()
+			e := h.Started(yella.Config{},
+				Proc("gate", "draft", func(c *yella.Ctx) yella.Result { return c.Defer("go", nil) }),
+				yella.Process{Name: "capped", On: "go", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }})
+			id := h.One(e, "draft", nil)
+			h.WaitStatus(id, store.StatusDeferred)
+			h.One(e, "go", nil) // fills the cap
+			_, err := e.Resume(h.Ctx(), id, nil)
+			ExpectCode(h, "resume", err, yella.CodeNotAdmitted)
+			Expect(h, "still deferred", h.Run(id).Status, store.StatusDeferred)
+			g.open()
+			h.Drain(e)
+			kids, err := e.Resume(h.Ctx(), id, nil)
+			Expect(h, "later resume", err, nil)
+			Expect(h, "admitted", len(kids), 1)
+		}},
+
+		// Repairs.
+		Case{Name: "Repair/RetryErrored", Spec: []int{270, 280}, Note: "fixes gap 7: emits run:retry-manual and counts it", Fn: func(h *H) {
+			var n atomic.Int32
+			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				if n.Add(1) == 1 {
+					return c.Fail(errors.New("first"))
+				}
+				return c.OK("second")
+			}))
+			id := h.One(e, "ev", nil)
+			h.Drain(e)
+			Expect(h, "errored", h.Run(id).Status, store.StatusErrored)
+			r, err := e.Retry(h.Ctx(), id)
+			Expect(h, "retry", err, nil)
+			Expect(h, "idle", r.Status, store.StatusIdle)
+			Expect(h, "completed at cleared", r.CompletedAt.IsZero(), true)
+			tl, _ := e.Timeline(h.Ctx(), id)
+			Expect(h, "timeline note", hasNote(tl, "manual retry"), true)
+			h.Drain(e)
+			Expect(h, "completed", h.Run(id).Status, store.StatusCompleted)
+			Expect(h, "output", string(h.Run(id).Output), `"second"`)
+			Expect(h, "handler calls", n.Load(), int32(2))
+			Expect(h, "event", len(h.Events(yella.RunRetryAsked)), 1)
+			m, _ := e.Metrics(h.Ctx())
+			Expect(h, "metric", m.Totals.ManualRetries, int64(1))
+		}},
+		Case{Name: "Repair/RetryRefused", Spec: []int{271, 279}, Fn: func(h *H) {
+			e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
+			idle := h.One(e, "ev", nil)
+			_, err := e.Retry(h.Ctx(), idle)
+			ExpectCode(h, "retry idle", err, yella.CodeInvalidRunState)
+			ExpectContains(h, "message", err.Error(), "is idle")
+			h.Start(e)
+			h.Drain(e)
+			_, err = e.Retry(h.Ctx(), idle)
+			ExpectCode(h, "retry completed", err, yella.CodeInvalidRunState)
+			_, err = e.Cancel(h.Ctx(), idle)
+			ExpectCode(h, "cancel completed", err, yella.CodeInvalidRunState)
+			_, err = e.RequeueDead(h.Ctx(), idle)
+			ExpectCode(h, "requeue completed", err, yella.CodeInvalidRunState)
+			Expect(h, "unchanged", h.Run(idle).Status, store.StatusCompleted)
+			_, err = e.Retry(h.Ctx(), ID())
+			ExpectCode(h, "unknown", err, yella.CodeRunNotFound)
+		}},
+		Case{Name: "Repair/RequeueDead", Spec: []int{272, 273, 315}, Note: "fixes gap 7: emits run:requeue", Fn: func(h *H) {
+			var fail atomic.Bool
+			fail.Store(true)
+			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}},
+				Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+					if fail.Load() {
+						return c.Error(errors.New("down"))
+					}
+					return c.OK(nil)
+				}),
+				Proc("plain", "p", func(c *yella.Ctx) yella.Result { return c.Fail(errors.New("no")) }))
+			id := h.One(e, "ev", nil)
+			plain := h.One(e, "p", nil)
+			h.Drain(e)
+			Expect(h, "dead", h.Run(id).Status, store.StatusDead)
+			_, err := e.RequeueDead(h.Ctx(), plain)
+			ExpectCode(h, "requeue errored", err, yella.CodeInvalidRunState)
+			fail.Store(false)
+			r, err := e.RequeueDead(h.Ctx(), id)
+			Expect(h, "err", err, nil)
+			Expect(h, "idle", r.Status, store.StatusIdle)
+			Expect(h, "attempts reset", r.Attempts, 0)
+			h.Drain(e)
+			Expect(h, "completed", h.Run(id).Status, store.StatusCompleted)
+			m, _ := e.Metrics(h.Ctx())
+			Expect(h, "retries", m.Totals.Retries, int64(1))
+			Expect(h, "dead letters", m.Totals.DeadLetters, int64(1))
+			Expect(h, "requeues", m.Totals.Requeues, int64(1))
+			Expect(h, "event", len(h.Events(yella.RunRequeue)), 1)
+		}},
+		Case{Name: "Repair/RequeueAllDead", Fn: func(h *H) {
+			var fail atomic.Bool
+			fail.Store(true)
+			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 0}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				if fail.Load() {
+					return c.Error(errors.New("down"))
+				}
+				return c.OK(nil)
+			}))
+			for range 3 {
+				h.One(e, "ev", nil)
+			}
+			h.Drain(e)
+			fail.Store(false)
+			n, err := e.RequeueAllDead(h.Ctx(), "a")
+			Expect(h, "err", err, nil)
+			Expect(h, "requeued", n, 3)
+			h.Drain(e)
+			c, _ := h.St.Counts(h.Ctx())
+			Expect(h, "completed", c[store.StatusCompleted], int64(3))
+		}},
+		Case{Name: "Repair/RequeueAllDeadOncePerRun", Fn: func(h *H) {
+			// A requeued run that dies again at once is not requeued again
+			// by the same call.
+			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 0}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				return c.Error(errors.New("still down"))
+			}))
+			for range 450 { // more than a page of 200: later pages are read after earlier runs died again
+				h.One(e, "ev", nil)
+			}
+			h.Drain(e)
+			n, err := e.RequeueAllDead(h.Ctx(), "")
+			Expect(h, "err", err, nil)
+			Expect(h, "requeued", n, 450)
+			h.Drain(e)
+			m, _ := e.Metrics(h.Ctx())
+			Expect(h, "requeues", m.Totals.Requeues, int64(450))
+			Expect(h, "dead again", m.Queue[store.StatusDead], int64(450))
+		}},
+		Case{Name: "Repair/CancelIdle", Spec: []int{274}, Note: "fixes gap 7: emits run:cancel and counts it; changed: the run is cancelled (its own status, refining errored), not errored", Fn: func(h *H) {
+			e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
+			id := h.One(e, "ev", nil)
+			r, err := e.Cancel(h.Ctx(), id)
+			Expect(h, "err", err, nil)
+			Expect(h, "cancelled", r.Status, store.StatusCancelled)
+			Expect(h, "state", r.State(), store.StateErrored)
+			Expect(h, "error", r.Error, "cancelled by an operator")
+			Expect(h, "code", r.ErrorCode, string(yella.CodeCancelled))
+			tl, _ := e.Timeline(h.Ctx(), id)
+			Expect(h, "timeline", tl[len(tl)-1].Note, "cancelled")
+			h.Start(e)
+			h.Drain(e)
+			Expect(h, "never executed", len(h.Events(yella.RunStart)), 0)
+			Expect(h, "event", len(h.Events(yella.RunCancel)), 1)
+			m, _ := e.Metrics(h.Ctx())
+			Expect(h, "metric", m.Totals.Cancels, int64(1))
+		}},
+		Case{Name: "Repair/CancelFinished", Spec: []int{275}, Fn: func(h *H) {
+			e := h.Started(yella.Config{}, Proc("a", "ev", Noop))
+			id := h.One(e, "ev", nil)
+			h.Drain(e)
+			_, err := e.Cancel(h.Ctx(), id)
+			ExpectCode(h, "cancel", err, yella.CodeInvalidRunState)
+			ExpectContains(h, "message", err.Error(), "is completed")
+		}},
+		Case{Name: "Repair/CancelRunningFencesWrites", Spec: []int{276}, Fn: func(h *H) {
+			g := newGate()
+			var fnCalled atomic.Bool
+			var ctxErr, effErr atomic.Value
+			done := make(chan struct{})
+			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				defer close(done)
+				<-c.Done() // cancelled by the operator
+				<-g.ch
+				ctxErr.Store(errString(c.SetContext("late", 1)))
+				_, err := yella.Effect(c, "late", func(context.Context) (int, error) { fnCalled.Store(true); return 1, nil })
+				effErr.Store(errString(err))
+				return c.OK("ignored")
+			}))
+			id := h.One(e, "ev", nil)
+			h.WaitEvent(yella.RunStart, id)
+			_, err := e.Cancel(h.Ctx(), id)
+			Expect(h, "cancel", err, nil)
+			g.open()
+			<-done
+			h.Drain(e)
+			r := h.Run(id)
+			Expect(h, "status", r.Status, store.StatusCancelled)
+			Expect(h, "error", r.Error, "cancelled by an operator")
+			Expect(h, "no context", len(r.Context), 0)
+			Expect(h, "fn never called", fnCalled.Load(), false)
+			ExpectContains(h, "set context fenced", ctxErr.Load().(string), "no longer owned")
+			ExpectContains(h, "effect fenced", effErr.Load().(string), "no longer owned")
+			effs, _ := e.Effects(h.Ctx(), id)
+			Expect(h, "no effect records", len(effs), 0)
+		}},
+		Case{Name: "Repair/Version", Spec: []int{277, 278}, Note: "each attempt stamps Process.Version on the run", Fn: func(h *H) {
+			e := h.Started(yella.Config{}, yella.Process{Name: "v", On: "a", Version: "v2", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }}, Proc("nov", "b", Noop))
+			a, b := h.One(e, "a", nil), h.One(e, "b", nil)
+			h.Drain(e)
+			Expect(h, "versioned", h.Run(a).Version, "v2")
+			Expect(h, "unversioned", h.Run(b).Version, "")
+		}},
+		Case{Name: "Stop/GracefulTimeoutIsHard", Spec: []int{268, 269, 282}, Note: "changed: a graceful stop that times out stops hard (cancels handlers, records their runs as abandoned: an attempt counted) and still tears down", Fn: func(h *H) {
+			release := newGate()
+			defer release.open()
+			var fnCalled atomic.Bool
+			var effErr atomic.Value
+			done := make(chan struct{})
+			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				defer close(done)
+				<-release.ch // ignores cancellation
+				_, err := yella.Effect(c, "late", func(context.Context) (int, error) { fnCalled.Store(true); return 1, nil })
+				effErr.Store(errString(err))
+				return c.OK(nil)
+			}))
+			id := h.One(e, "ev", nil)
+			h.WaitEvent(yella.RunStart, id)
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			err := e.Stop(ctx)
+			Expect(h, "stop timeout", errors.Is(err, yella.ErrStopTimeout), true)
+			r := h.Run(id)
+			Expect(h, "back to idle", r.Status, store.StatusIdle)
+			Expect(h, "attempt counted", r.Attempts, 1)
+			Expect(h, "reason", r.ErrorCode, string(yella.CodeStopped))
+			release.open()
+			<-done
+			Expect(h, "late effect not run", fnCalled.Load(), false)
+			ExpectContains(h, "late effect fenced", effErr.Load().(string), "no longer owned")
+			_, err = e.Emit(h.Ctx(), "ev", nil)
+			ExpectCode(h, "emit after stop", err, yella.CodeStopped)
+			_, err = e.Run(h.Ctx(), id)
+			Expect(h, "queries still work", err, nil)
+		}},
+		Case{Name: "Stop/HardStopBudget", Note: "fixes gap 5: hard stops count attempts, so a run that never finishes reaches the dead letters", Fn: func(h *H) {
+			for i := range 2 {
+				release := newGate()
+				e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1}}, Proc("hang", "ev", func(c *yella.Ctx) yella.Result { <-release.ch; return c.OK(nil) }))
+				if i == 0 {
+					h.One(e, "ev", nil)
+				}
+				h.WaitFor("running", func() bool { c, _ := h.St.Counts(h.Ctx()); return c[store.StatusRunning] == 1 })
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				e.Stop(ctx)
+				cancel()
+				release.open()
+			}
+			c, _ := h.St.Counts(h.Ctx())
+			Expect(h, "dead after budget", c[store.StatusDead], int64(1))
+		}},
+
+		// Effects.
+		Case{Name: "Effect/ReplayedOnRetry", Spec: []int{196, 285, 310}, Fn: func(h *H) {
+			var fn, handler atomic.Int32
+			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				handler.Add(1)
+				v, err := yella.Effect(c, yella.MakeKey("charge", "c1"), func(context.Context) (map[string]int, error) {
+					return map[string]int{"call": int(fn.Add(1))}, nil
+				})
+				if err != nil {
+					return c.Error(err)
+				}
+				if c.Attempt() == 1 {
+					return c.Error(errors.New("after effect"))
+				}
+				return c.OK(v)
+			}))
+			id := h.One(e, "ev", nil)
+			h.Drain(e)
+			Expect(h, "fn once", fn.Load(), int32(1))
+			Expect(h, "handler twice", handler.Load(), int32(2))
+			Expect(h, "output replayed", string(h.Run(id).Output), `{"call":1}`)
+			rep := h.Events(yella.EffectReplay)
+			Expect(h, "replay event", len(rep), 1)
+			if len(rep) == 1 {
+				Expect(h, "replay key", rep[0].EffectKey, `arr:v1:["charge","c1"]`)
+			}
+		}},
+		Case{Name: "Effect/FailedIsRetried", Spec: []int{286, 309}, Fn: func(h *H) {
+			var fn atomic.Int32
+			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				v, err := yella.Effect(c, "k", func(context.Context) (int, error) {
+					if fn.Add(1) == 1 {
+						return 0, errors.New("flaky downstream")
+					}
+					return 7, nil
+				})
+				if err != nil {
+					return c.Error(err)
+				}
+				return c.OK(v)
+			}))
+			id := h.One(e, "ev", nil)
+			h.Drain(e)
+			Expect(h, "fn twice", fn.Load(), int32(2))
+			Expect(h, "output", string(h.Run(id).Output), "7")
+			ee := h.Events(yella.EffectError)
+			Expect(h, "effect:error", len(ee), 1)
+			if len(ee) == 1 {
+				Expect(h, "key", ee[0].EffectKey, "str:k")
+				Expect(h, "message", ee[0].Error, "flaky downstream")
+				Expect(h, "duration", ee[0].Duration >= 0, true)
+			}
+		}},
+		Case{Name: "Effect/IndependentKeysAndTypes", Spec: []int{192, 287, 288, 289, 308}, Fn: func(h *H) {
+			var calls atomic.Int32
+			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				obj, err1 := yella.Effect(c, "obj", func(context.Context) (map[string]any, error) {
+					calls.Add(1)
+					return map[string]any{"a": []any{1.0, "x"}}, nil
+				})
+				arr, err2 := yella.Effect(c, "arr", func(context.Context) ([]int, error) { calls.Add(1); return []int{1, 2}, nil })
+				str, err3 := yella.Effect(c, "str", func(context.Context) (string, error) { calls.Add(1); return "s", nil })
+				num, err4 := yella.Effect(c, "num", func(context.Context) (float64, error) { calls.Add(1); return 1.5, nil })
+				nul, err5 := yella.Effect(c, "nil", func(context.Context) (*int, error) { calls.Add(1); return nil, nil })
+				async, err6 := yella.Effect(c, "async", func(ctx context.Context) (int, error) {
+					calls.Add(1)
+					ch := make(chan int)
+					go func() { time.Sleep(time.Millisecond); ch <- 5 }()
+					return <-ch, nil
+				})
+				if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+					return c.Error(err)
+				}
+				if c.Attempt() == 1 {
+					return c.Error(errors.New("replay please"))
+				}
+				return c.OK(map[string]any{"obj": obj, "arr": arr, "str": str, "num": num, "nil": nul, "async": async})
+			}))
+			id := h.One(e, "ev", nil)
+			h.Drain(e)
+			Expect(h, "each fn once", calls.Load(), int32(6))
+			Expect(h, "output", string(h.Run(id).Output), `{"arr":[1,2],"async":5,"nil":null,"num":1.5,"obj":{"a":[1,"x"]},"str":"s"}`)
+			effs, _ := e.Effects(h.Ctx(), id)
+			Expect(h, "records", len(effs), 6)
+			done := h.Events(yella.EffectComplete)
+			Expect(h, "effect:complete", len(done), 6)
+			for _, ev := range done {
+				Expect(h, "duration", ev.Duration >= 0, true)
+			}
+		}},
+		Case{Name: "Effect/KeysDoNotCollide", Spec: []int{193, 194}, Fn: func(h *H) {
+			var calls atomic.Int32
+			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				f := func(context.Context) (int, error) { return int(calls.Add(1)), nil }
+				a, _ := yella.Effect(c, yella.MakeKey("a:b", "c"), f)
+				b, _ := yella.Effect(c, yella.MakeKey("a", "b:c"), f)
+				s, _ := yella.Effect(c, `arr:v1:["x"]`, f)
+				x, _ := yella.Effect(c, yella.MakeKey("x", "y"), f)
+				return c.OK([]int{a, b, s, x})
+			}))
+			id := h.One(e, "ev", nil)
+			h.Drain(e)
+			Expect(h, "four distinct calls", string(h.Run(id).Output), "[1,2,3,4]")
+		}},
+		Case{Name: "Effect/SameKeyTwiceInAttempt", Fn: func(h *H) {
+			var calls atomic.Int32
+			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				f := func(context.Context) (int, error) { return int(calls.Add(1)), nil }
+				a, _ := yella.Effect(c, "k", f)
+				b, _ := yella.Effect(c, "k", f) // sequential: replays
+				return c.OK([]int{a, b})
+			}))
+			id := h.One(e, "ev", nil)
+			h.Drain(e)
+			Expect(h, "replayed", string(h.Run(id).Output), "[1,1]")
+		}},
+		Case{Name: "Effect/CancelledStuckEffectRetried", Spec: []int{291}, Fn: func(h *H) {
+			var calls atomic.Int32
+			block := newGate()
+			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				v, err := yella.Effect(c, "k", func(ctx context.Context) (int, error) {
+					n := calls.Add(1)
+					if n == 1 {
+						<-block.ch // stuck until cancelled and released
+						return 0, errors.New("gave up")
+					}
+					return int(n), nil
+				})
+				if err != nil {
+					return c.Error(err)
+				}
+				return c.OK(v)
+			}))
+			id := h.One(e, "ev", nil)
+			h.WaitFor("effect started", func() bool { return calls.Load() == 1 })
+			e.Cancel(h.Ctx(), id)
+			_, err := e.Retry(h.Ctx(), id)
+			Expect(h, "retry", err, nil)
+			h.WaitStatus(id, store.StatusCompleted)
+			block.open()
+			Expect(h, "fn ran again", calls.Load(), int32(2))
+			Expect(h, "output", string(h.Run(id).Output), "2")
+		}},
+		Case{Name: "Effect/FencedAfterAbandonedAttempt", Spec: []int{262}, Note: "fixes gap 3: a started effect of a gone attempt fences the run once (status fenced) instead of burning retries into the dead letters", Fn: func(h *H) {
+			var calls atomic.Int32
+			release := newGate()
+			defer release.open()
+			proc := yella.Process{Name: "a", On: "ev", Retry: &yella.Retry{Max: 3, Backoff: yella.Fixed(0)}, Run: func(c *yella.Ctx) yella.Result {
+				v, err := yella.Effect(c, "charge", func(ctx context.Context) (int, error) {
+					if calls.Add(1) == 1 {
+						<-release.ch // hangs through the hard stop
+					}
+					return 1, nil
+				})
+				if err != nil {
+					return c.Error(err)
+				}
+				return c.OK(v)
+			}}
+			e := h.Started(yella.Config{}, proc)
+			id := h.One(e, "ev", nil)
+			h.WaitFor("effect started", func() bool { return calls.Load() == 1 })
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			e.Stop(ctx)
+			cancel()
+			e2 := h.Started(yella.Config{}, proc)
+			r := h.WaitStatus(id, store.StatusFenced)
+			Expect(h, "code", r.ErrorCode, string(yella.CodeEffectFenced))
+			Expect(h, "attempts", r.Attempts, 2)
+			Expect(h, "fn not re-run", calls.Load(), int32(1))
+			h.WaitEvent(yella.RunFenced, id) // published right after the status is stored
+			Expect(h, "run:fenced", len(h.Events(yella.RunFenced)), 1)
+			// The operator checked the charge happened: record it and finish.
+			_, err := e2.CompleteEffect(h.Ctx(), id, "str:charge", 1)
+			Expect(h, "complete effect", err, nil)
+			h.WaitStatus(id, store.StatusCompleted)
+			Expect(h, "still one call", calls.Load(), int32(1))
+			_, err = e2.CompleteEffect(h.Ctx(), id, "str:charge", 1)
+			ExpectCode(h, "second resolve", err, yella.CodeInvalidRunState)
+		}},
+		Case{Name: "Effect/IdempotentReRunsWithStableKey", Note: "new: an Idempotent effect found started is re-run with the same idempotency key", Fn: func(h *H) {
+			var calls atomic.Int32
+			var keys [3]atomic.Value
+			release := newGate()
+			defer release.open()
+			proc := yella.Process{Name: "a", On: "ev", Run: func(c *yella.Ctx) yella.Result {
+				v, err := yella.Effect(c, "pay", func(ctx context.Context) (int, error) {
+					n := calls.Add(1)
+					keys[n-1].Store(yella.EffectIdempotencyKey(ctx))
+					if n == 1 {
+						<-release.ch
+					}
+					return int(n), nil
+				}, yella.Idempotent())
+				if err != nil {
+					return c.Error(err)
+				}
+				return c.OK(v)
+			}}
+			e := h.Started(yella.Config{}, proc)
+			id := h.One(e, "ev", nil)
+			h.WaitFor("effect started", func() bool { return calls.Load() == 1 })
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			e.Stop(ctx)
+			cancel()
+			e2 := h.Started(yella.Config{}, proc)
+			h.WaitStatus(id, store.StatusCompleted)
+			Expect(h, "re-run", calls.Load(), int32(2))
+			Expect(h, "same key", keys[0].Load(), keys[1].Load())
+			ExpectContains(h, "key names the run", keys[0].Load().(string), id)
+			_ = e2
+		}},
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func hasNote(tl []yella.TimelineEntry, note string) bool {
+	for _, en := range tl {
+		if en.Note == note {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/yella-go/yella/internal/tools/report"
+	"github.com/yella-go/yella/store"
+	"github.com/yella-go/yella/store/memstore"
+	"github.com/yella-go/yella/store/sqlitestore"
+)
+
+func openStore(kind, path string) (store.Store, error) {
+	if kind == "memory" {
+		return memstore.New(), nil
+	}
+	return sqlitestore.Open(path, sqlitestore.Options{})
+}
+
+func TestMain(m *testing.M) {
+	if ChildMain(openStore) {
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func TestCatalogue(t *testing.T) {
+	cat := Catalogue()
+	if len(cat) != 17 {
+		t.Fatalf("%d scenarios, want the original's 14 plus 3 capacity", len(cat))
+	}
+	groups := map[string]int{"public": 6, "recovery": 2, "soak": 2, "capacity": 3, "all": 17}
+	for g, n := range groups {
+		got, err := Select(g)
+		if err != nil || len(got) != n {
+			t.Errorf("group %s: %d scenarios (%v), want %d", g, len(got), err, n)
+		}
+	}
+	if _, err := Select("nope"); err == nil || !strings.Contains(err.Error(), "unknown benchmark scenario or group: nope") {
+		t.Errorf("unknown target: %v", err)
+	}
+	list := List()
+	for _, s := range cat {
+		if !strings.Contains(list, s.ID) {
+			t.Errorf("list lacks %s", s.ID)
+		}
+	}
+	// The original's workload rates and retry policies.
+	c50, _ := Select("api-mixed__fleet-c50")
+	if p := c50[0].Phases; p[0].Rate != 3 || p[1].Rate != 10 || p[2].Rate != 20 || p[2].Dur != 120*time.Second {
+		t.Errorf("api-mixed c50 phases %+v", p)
+	}
+	soak, _ := Select("overnight-soak__api-mixed")
+	if soak[0].Duration() != 6*time.Hour {
+		t.Errorf("soak lasts %v, want 6h", soak[0].Duration())
+	}
+}
+
+func TestScaled(t *testing.T) {
+	s, _ := Select("crash-recovery__mid-load__api-mixed")
+	tests := []struct {
+		f       float64
+		phases  []time.Duration
+		restart time.Duration
+	}{
+		{1, []time.Duration{60 * time.Second, 180 * time.Second, 120 * time.Second, 60 * time.Second}, 120 * time.Second},
+		{0.25, []time.Duration{15 * time.Second, 45 * time.Second, 30 * time.Second, 15 * time.Second}, 30 * time.Second},
+		{0.01, []time.Duration{10 * time.Second, 10 * time.Second, 10 * time.Second, 5 * time.Second}, 5 * time.Second},
+	}
+	for _, tt := range tests {
+		got := s[0].Scaled(tt.f, MinLoadedPhase, MinIdlePhase, MinRestart)
+		for i, p := range got.Phases {
+			if p.Dur != tt.phases[i] {
+				t.Errorf("scale %g phase %s: %v, want %v", tt.f, p.Label, p.Dur, tt.phases[i])
+			}
+		}
+		if got.RestartAt != tt.restart {
+			t.Errorf("scale %g restart %v, want %v", tt.f, got.RestartAt, tt.restart)
+		}
+	}
+}
+
+// The runner, end to end at a tiny scale in a child process on memstore:
+// samples arrive, the emitter holds its rate, the report is complete.
+func TestRunScenarioTiny(t *testing.T) {
+	s, _ := Select("api-mixed__fleet-c20")
+	var progress bytes.Buffer
+	r, err := RunScenario(context.Background(), s[0], Options{Scale: 0.01, Store: "memory", MinLoaded: 2 * time.Second, MinIdle: time.Second,
+		MinRestart: time.Second, Progress: &progress, Machine: MachineInfo()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Samples) < 3 {
+		t.Errorf("%d samples", len(r.Samples))
+	}
+	if r.Totals.SeedAttempts == 0 || r.Totals.RunsCompleted == 0 || r.Durations.Count == 0 {
+		t.Errorf("empty totals: %+v", r.Totals)
+	}
+	for _, p := range r.Phases {
+		if p.NominalRate > 0 && p.AchievedRate < 0.9*p.NominalRate {
+			t.Errorf("phase %s achieved %.2f/s of %.2f/s", p.Label, p.AchievedRate, p.NominalRate)
+		}
+	}
+	if r.Totals.SeedAdmitted != r.Totals.SeedAttempts {
+		t.Errorf("api-mixed drops nothing: %+v", r.Totals)
+	}
+	if !strings.Contains(progress.String(), "api-mixed__fleet-c20") {
+		t.Error("no progress line")
+	}
+	text := report.Text(r)
+	for _, want := range []string{"Post-Mortem Report", "Seed Admission By Event", "webhook:received", "P95 Trend"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("text report lacks %q", want)
+		}
+	}
+}

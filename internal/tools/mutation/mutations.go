@@ -1,0 +1,211 @@
+package mutation
+
+import "time"
+
+// Test runs shared by several mutations. memConf and sqlConf select a case
+// of the engine suite (the root package's TestEngineSuite: the engine
+// driven over each store) on the in-memory or the SQLite store; sqlStore
+// selects a case of the SQLite store's own conformance test (the store-only
+// suite, store/storetest).
+func memConf(c string) Test {
+	return Test{Pkg: ".", Run: "^TestEngineSuite$/^memstore$/^" + c + "$"}
+}
+func sqlConf(c string) Test {
+	return Test{Pkg: ".", Run: "^TestEngineSuite$/^sqlitestore$/^" + c + "$"}
+}
+func sqlStore(c string) Test {
+	return Test{Pkg: "./store/sqlitestore", Run: "^TestConformance$/^" + c + "$"}
+}
+func sqlTest(name string) Test {
+	return Test{Pkg: "./store/sqlitestore", Run: "^" + name + "$"}
+}
+
+var (
+	crashPoints = Test{Pkg: "./store/sqlitestore", Run: "^TestCrashPoints$", Full: true}
+	powerLoss   = Test{Pkg: "./internal/tools/trust", Run: "^TestPowerLoss$", Tags: "trust", Full: true, Timeout: 10 * time.Minute}
+	burst       = Test{Pkg: "./internal/tools/trust", Run: "^TestBurst$", Tags: "trust", Full: true, Timeout: 5 * time.Minute}
+	retryModel  = Test{Pkg: "./internal/tools/trust", Run: "^TestRetryModel$", Tags: "trust", Full: true, Timeout: 10 * time.Minute}
+)
+
+// All is the mutation check: one deliberate break per guarantee of the
+// README's reliability section, with the tests that must catch it (the
+// README names them). Each edit's old text must occur exactly once in its
+// file; when the code it targets changes, the check fails naming the
+// mutation, which must then be re-targeted, not dropped.
+var All = []Mutation{
+	{
+		Name:      "effect-start-after-body",
+		Guarantee: "an effect is recorded as started before its body runs",
+		Edits: []Edit{{
+			File: "effect.go",
+			Old:  "\terr := a.e.store.StartEffect(a.e.io, a.run.ID, a.run.Epoch, k, a.e.clock.Now())\n\tif err != nil {\n\t\ta.mu.Lock()\n\t\tdelete(a.inflight, k)",
+			New:  "\tvar err error\n\tif err != nil {\n\t\ta.mu.Lock()\n\t\tdelete(a.inflight, k)",
+		}, {
+			File: "effect.go",
+			Old:  "\tdur := a.e.clock.Now().Sub(start)\n",
+			New:  "\ta.e.store.StartEffect(a.e.io, a.run.ID, a.run.Epoch, k, a.e.clock.Now())\n\tdur := a.e.clock.Now().Sub(start)\n",
+		}},
+		Tests: []Test{memConf("Effect/FencedAfterAbandonedAttempt"), crashPoints},
+	},
+	{
+		Name:      "completed-effect-rerun",
+		Guarantee: "a completed effect is never run again: its stored result is replayed",
+		Edits: []Edit{{
+			File: "effect.go",
+			Old:  "\t\tcase store.EffectCompleted:\n\t\t\ta.mu.Unlock()\n\t\t\treturn &rec, nil",
+			New:  "\t\tcase store.EffectCompleted:\n\t\t\ta.mu.Unlock()\n\t\t\treturn nil, nil",
+		}},
+		Tests: []Test{memConf("Effect/ReplayedOnRetry"), sqlConf("Restart/CompletedEffectReplayed"), crashPoints},
+	},
+	{
+		Name:      "started-effect-rerun",
+		Guarantee: "by default an effect found started by a dead attempt fences its run (at most once)",
+		Edits: []Edit{{
+			File: "effect.go",
+			Old:  "\t\tcase store.EffectStarted:\n\t\t\tif !idempotent {",
+			New:  "\t\tcase store.EffectStarted:\n\t\t\tif false && !idempotent {",
+		}},
+		Tests: []Test{memConf("Effect/FencedAfterAbandonedAttempt"), crashPoints},
+	},
+	{
+		Name:      "completion-ignores-epoch",
+		Guarantee: "a completion carries the lease epoch: a stale attempt's completion changes nothing",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ",
+			New:  "WHERE id = ?13 AND status = 'running' AND ?14 > 0 RETURNING ",
+		}},
+		Tests: []Test{sqlConf("Lease/StaleCompletionWhileRunning")},
+	},
+	{
+		Name:      "effect-start-ignores-epoch",
+		Guarantee: "an effect write carries the lease epoch: a stale attempt cannot start an effect",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "FROM runs WHERE id = ? AND status = 'running' AND epoch = ?\n\t\t\t\tON CONFLICT (run_seq, key)",
+			New:  "FROM runs WHERE id = ? AND status = 'running' AND ? > 0\n\t\t\t\tON CONFLICT (run_seq, key)",
+		}},
+		Tests: []Test{sqlConf("Lease/StaleEffectStartFenced")},
+	},
+	{
+		Name:      "reclaim-at-start-delayed",
+		Guarantee: "a fresh process resumes a dead owner's runs at once, not after their leases",
+		Edits: []Edit{{
+			File: "engine.go",
+			Old:  "\tif err := e.reclaim(ctx, true); err != nil {\n\t\treturn fail(err)\n\t}\n",
+			New:  "\tgo func() { time.Sleep(2 * time.Second); e.reclaim(e.io, true) }()\n",
+		}},
+		Tests: []Test{sqlConf("Restart/DeadOwnerReclaimedAtStart"), crashPoints},
+	},
+	{
+		Name:      "dead-owner-not-known",
+		Guarantee: "the exclusive lock proves an earlier owner dead: its runs are reclaimed at once",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "func (s *Store) ownerAlive(owner string) bool {\n\tif !s.exclusive {",
+			New:  "func (s *Store) ownerAlive(owner string) bool {\n\tif true || !s.exclusive {",
+		}},
+		Tests: []Test{sqlConf("Restart/DeadOwnerReclaimedAtStart")},
+	},
+	{
+		Name:      "idempotency-ignored",
+		Guarantee: "an idempotency key admits each listener at most once",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "\t\tif a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
+			New:  "\t\tif false && a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
+		}},
+		Tests: []Test{sqlConf("Idempotency/DuplicateAndDifferentKeys"), sqlConf("Engine/DuplicateEmitAndWaitReturnsExisting"), crashPoints},
+	},
+	{
+		Name:      "ack-before-commit",
+		Guarantee: "an admission is acknowledged only after its transaction commits",
+		Edits: []Edit{{
+			File: "store/sqlitestore/writer.go",
+			Old:  "\t// Tests may hold or fail the commit here (internal/commithook).\n",
+			New:  "\tfor _, c := range cmds {\n\t\tselect {\n\t\tcase <-c.done:\n\t\tdefault:\n\t\t\tclose(c.done)\n\t\t}\n\t}\n\t// Tests may hold or fail the commit here (internal/commithook).\n",
+		}, {
+			File: "store/sqlitestore/writer.go",
+			Old:  "\tfor _, c := range batch {\n\t\tclose(c.done)\n\t}",
+			New:  "\tfor _, c := range batch {\n\t\tselect {\n\t\tcase <-c.done:\n\t\tdefault:\n\t\t\tclose(c.done)\n\t\t}\n\t}",
+		}},
+		Tests: []Test{sqlTest("TestEmitAnsweredAfterCommit"), crashPoints, powerLoss},
+	},
+	{
+		Name:      "synchronous-full-ignored",
+		Guarantee: "Synchronous Full fsyncs every commit: nothing acknowledged is lost on power loss",
+		Edits: []Edit{{
+			File: "store/sqlitestore/sqlitestore.go",
+			Old:  "q.Add(\"_pragma\", \"synchronous(\"+string(o.Synchronous)+\")\")",
+			New:  "q.Add(\"_pragma\", \"synchronous(NORMAL)\")",
+		}},
+		Tests: []Test{sqlTest("TestSynchronousModeOnWriter"), powerLoss},
+	},
+	{
+		Name:      "retry-budget-off-by-one",
+		Guarantee: "a run is retried at most Retry.Max times, then dead-lettered",
+		Edits: []Edit{{
+			File: "engine.go",
+			Old:  "\tcase pol != nil && attempts <= pol.Max:",
+			New:  "\tcase pol != nil && attempts <= pol.Max+1:",
+		}},
+		Tests: []Test{memConf("Retry/ExhaustedToDeadLetter"), retryModel},
+	},
+	{
+		Name:      "cap-running-off-by-one",
+		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
+		Edits: []Edit{{
+			File: "internal/dispatch/dispatch.go",
+			Old:  "return ok && d.byProc[process] >= lim",
+			New:  "return ok && d.byProc[process] > lim",
+		}},
+		Tests: []Test{memConf("Caps/RunningNeverExceedsCap"), burst},
+	},
+	{
+		Name:      "cap-admission-off-by-one",
+		Guarantee: "a capped process never holds more than its bound; events beyond it are dropped (admission)",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "if n+planned[nr.Process] >= nr.Limit {",
+			New:  "if n+planned[nr.Process] > nr.Limit {",
+		}},
+		Tests: []Test{sqlConf("Caps/QueueOverflow"), burst},
+	},
+	{
+		Name:      "chain-insert-error-ignored",
+		Guarantee: "a completion and its follow-ups commit together: a follow-up that fails fails the completion",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "\t\tif err := w.writeAdmit(u.Children, &plan); err != nil {\n\t\t\treturn res, err\n\t\t}\n\t\tres.Children = plan.res",
+			New:  "\t\tw.writeAdmit(u.Children, &plan)\n\t\tres.Children = plan.res",
+		}},
+		Tests: []Test{sqlStore("Chain/FollowUpInsertFailureLeavesParent")},
+	},
+	{
+		Name:      "chain-second-transaction",
+		Guarantee: "a completion and its follow-ups commit together: no crash leaves one without the other",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "\tvar out store.UpdateResult\n\terr := e.persist(\"finish\", func() error {\n\t\tvar err error\n\t\tout, err = e.store.Update(e.io, u)\n\t\treturn err\n\t})\n",
+			New: "\tvar out store.UpdateResult\n\tchildren := u.Children\n\tu.Children, u.NoChildren = nil, nil\n\terr := e.persist(\"finish\", func() error {\n\t\tvar err error\n\t\tout, err = e.store.Update(e.io, u)\n\t\treturn err\n\t})\n" +
+				"\tif err == nil && children != nil {\n\t\tout.Children, err = e.store.Admit(e.io, *children)\n\t}\n",
+		}},
+		Tests: []Test{crashPoints.short()},
+	},
+	{
+		Name:      "exclusive-lock-ignored",
+		Guarantee: "a second engine process on the same file is refused",
+		Edits: []Edit{{
+			File: "store/sqlitestore/lock_unix.go",
+			Old:  "syscall.LOCK_EX|syscall.LOCK_NB); err != nil {",
+			New:  "syscall.LOCK_EX|syscall.LOCK_NB); err != nil && false {",
+		}},
+		Tests: []Test{sqlTest("TestOpenLocked")},
+	},
+}
+
+// short returns the test as part of the short form.
+func (t Test) short() Test {
+	t.Full = false
+	return t
+}

@@ -1,0 +1,56 @@
+//go:build trust
+
+package trust
+
+import (
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fuzzTargets are the fuzz tests beside the code they harden (T18); each
+// package keeps its seed corpus in testdata/fuzz, which every plain
+// go test replays.
+var fuzzTargets = []struct{ pkg, name string }{
+	{".", "FuzzEmitPayload"},
+	{".", "FuzzRunQuery"},
+	{".", "FuzzBackoff"},
+	{"./store/sqlitestore", "FuzzRunsDifferential"},
+	{"./internal/tools/bench", "FuzzParseScale"},
+	{"./internal/tools/bench", "FuzzSelect"},
+	{"./internal/tools/report", "FuzzReport"},
+}
+
+var execsRE = regexp.MustCompile(`execs: (\d+)`)
+
+// TestFuzz (T18) fuzzes every target for a while: 8 s each in the short
+// form, 5 minutes in the long one. A failure leaves the crashing input in
+// the package's testdata/fuzz, where the next go test replays it.
+func TestFuzz(t *testing.T) {
+	r := newResult(t, "fuzz")
+	d := 8 * time.Second
+	if *long {
+		d = 5 * time.Minute
+	}
+	r.figure("seconds_per_target", d.Seconds())
+	for _, ft := range fuzzTargets {
+		cmd := exec.Command("go", "test", "-run", "^$", "-fuzz", "^"+ft.name+"$", "-fuzztime", d.String(), ft.pkg)
+		cmd.Dir = "../../.." // the module root
+		out, err := cmd.CombinedOutput()
+		execs := 0
+		if m := execsRE.FindAllStringSubmatch(string(out), -1); len(m) > 0 {
+			execs, _ = strconv.Atoi(m[len(m)-1][1])
+		}
+		r.figure(ft.name+"_execs", float64(execs))
+		tail := strings.TrimSpace(string(out))
+		if i := strings.LastIndex(tail, "\n--- FAIL"); i >= 0 {
+			tail = tail[i:]
+		} else if len(tail) > 600 {
+			tail = tail[len(tail)-600:]
+		}
+		r.check(t, ft.name, err == nil && execs > 0, "%d executions in %v; %v %s", execs, d, err, map[bool]string{true: "", false: tail}[err == nil])
+	}
+}
