@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +22,11 @@ func TestSignInInBrowser(t *testing.T) {
 	}
 	exe := chromium(t)
 	const token = "browser-test-token-0123456789"
-	base := startServe(t, "--demo-rate", "2", "--token", token)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := startServe(t, "--demo-rate", "2", "--token-file", tokenFile)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(exe), chromedp.NoSandbox,
 		chromedp.Headless, chromedp.WindowSize(1280, 900), chromedp.DisableGPU)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
