@@ -84,8 +84,7 @@ type Options struct {
 	PageSize int
 	// AutoCheckpoint is the WAL size, in pages, past which a commit runs a
 	// PASSIVE checkpoint (SQLite's wal_autocheckpoint). 0 keeps SQLite's
-	// default of 1000 pages; negative is refused. The store never issues
-	// RESTART or TRUNCATE checkpoints. While Litestream replicates the file
+	// default of 1000 pages; negative is refused. While Litestream replicates the file
 	// (package replicate) it checkpoints the WAL itself, PASSIVE at 1000
 	// pages once it has copied the frames; open the store with
 	// replicate.AutoCheckpoint (10000) then, so that the writer's own
@@ -93,6 +92,20 @@ type Options struct {
 	// are only a backstop: they bound the WAL while Litestream has not
 	// taken over the file (a replica unreachable at start).
 	AutoCheckpoint int
+	// WALLimit bounds the WAL file, in bytes. PASSIVE checkpoints copy
+	// frames into the database but cannot start the WAL over while readers
+	// keep using it, so steady reads (a dashboard, a backup tool holding a
+	// read transaction for a second at a time) under steady writes let the
+	// file grow without bound. Past WALLimit the writer runs a TRUNCATE
+	// checkpoint, waiting at most one second for the readers in progress
+	// (new ones are not held up), then truncates the file; if readers
+	// still hold it, it tries again later, waiting longer between tries
+	// (up to 30 s), so a reader that never lets go costs the writer at
+	// most a one-second pause every 30 s. Defaults to 32 MiB; negative
+	// turns it off. It is off by default when AutoCheckpoint is set: a
+	// replicated store's checkpoints belong to Litestream, which a
+	// TRUNCATE checkpoint would race.
+	WALLimit int64
 	// Logger receives the store's logs. Defaults to discarding them.
 	Logger *slog.Logger
 	// Driver is the database/sql driver name the store opens the file
@@ -174,8 +187,17 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Driver == "" {
 		o.Driver = "sqlite"
 	}
+	switch {
+	case o.WALLimit < 0:
+		o.WALLimit = 0 // off
+	case o.WALLimit == 0 && o.AutoCheckpoint == 0:
+		o.WALLimit = DefaultWALLimit
+	}
 	return o, nil
 }
+
+// DefaultWALLimit is Options.WALLimit's default.
+const DefaultWALLimit = 32 << 20
 
 func dsn(path string, o Options, readOnly bool) string {
 	q := url.Values{}

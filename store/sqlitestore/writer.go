@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"os"
 	"runtime"
+	"strconv"
 	"time"
 
 	"github.com/yella-go/yella/internal/commithook"
@@ -109,6 +111,7 @@ func (s *Store) writer() {
 	defer close(s.writerDone)
 	batch := make([]*cmd, 0, s.opts.MaxBatch)
 	shrunk := time.Now()
+	wal := walBound{limit: s.opts.WALLimit}
 	for c := range s.cmds {
 		batch = append(batch[:0], c)
 		for round := 0; round < lingerRounds && len(batch) < s.opts.MaxBatch; round++ {
@@ -132,6 +135,7 @@ func (s *Store) writer() {
 			}
 		}
 		s.runBatch(batch)
+		wal.check(s)
 		if time.Since(shrunk) >= shrinkEvery {
 			s.shrink()
 			shrunk = time.Now()
@@ -154,6 +158,51 @@ var shrinkEvery = time.Minute
 // ignored here.
 func (s *Store) shrink() {
 	s.conn.ExecContext(context.Background(), "PRAGMA shrink_memory")
+}
+
+// walCheckEvery is how often the writer looks at the WAL file's size.
+var walCheckEvery = 250 * time.Millisecond
+
+// walTruncateWait is how long a TRUNCATE checkpoint waits for readers.
+const walTruncateWait = time.Second
+
+// walBound keeps the WAL file under Options.WALLimit (see there). It is
+// the writer goroutine's own state.
+type walBound struct {
+	limit   int64 // 0: off
+	checked time.Time
+	next    time.Time     // no try before this, after a try readers blocked
+	backoff time.Duration // the wait after the next blocked try
+}
+
+// check truncates the WAL when it has grown past the limit. A stat of the
+// WAL file is harmless to SQLite's locks (it opens nothing).
+func (b *walBound) check(s *Store) {
+	now := time.Now()
+	if b.limit == 0 || now.Sub(b.checked) < walCheckEvery || now.Before(b.next) {
+		return
+	}
+	b.checked = now
+	fi, err := os.Stat(s.path + "-wal")
+	if err != nil || fi.Size() < b.limit {
+		return
+	}
+	ctx := context.Background()
+	var busy, frames, copied int
+	_, err = s.conn.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(walTruncateWait.Milliseconds(), 10))
+	if err == nil {
+		err = s.conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &copied)
+		s.conn.ExecContext(ctx, "PRAGMA busy_timeout = "+strconv.FormatInt(s.opts.BusyTimeout.Milliseconds(), 10))
+	}
+	if err == nil && busy == 0 {
+		b.backoff = 0
+		s.log.Debug("WAL truncated", "size", fi.Size(), "limit", b.limit, "took", time.Since(now))
+		return
+	}
+	b.backoff = min(max(2*b.backoff, time.Second), 30*time.Second)
+	b.next = time.Now().Add(b.backoff)
+	s.log.Warn("the WAL is past its limit and readers keep using it; trying again later",
+		"size", fi.Size(), "limit", b.limit, "retry_in", b.backoff, "err", err)
 }
 
 // runBatch commits a batch. If the transaction fails as a whole (an SQL
