@@ -335,12 +335,23 @@ func Apply(r Run, u Update, f Facts) (Run, error) {
 	if err != nil {
 		return r, err
 	}
-	if err := rule.Check(&r, &u, f); err != nil {
+	next := r
+	if _, err := rule.Apply(&next, &u, f); err != nil {
 		return r, err
 	}
-	o, fallback, err := rule.Outcome(&u, f.Admitted)
+	return next, nil
+}
+
+// Apply checks the update against run r and, if it applies, writes into r
+// what the rule says and returns the note of the timeline entry to append.
+// On error r is unchanged.
+func (rule *Rule) Apply(r *Run, u *Update, f Facts) (note string, err error) {
+	if err := rule.Check(r, u, f); err != nil {
+		return "", err
+	}
+	o, fallback, err := rule.Outcome(u, f.Admitted)
 	if err != nil {
-		return r, err
+		return "", err
 	}
 	out, then := rule.Output, rule.Then
 	if fallback { // the primary outcome's output is not recorded
@@ -361,7 +372,7 @@ func Apply(r Run, u Update, f Facts) (Run, error) {
 	if u.Version != "" {
 		r.Version = u.Version
 	}
-	return r, nil
+	return o.Note, nil
 }
 
 func write[T any](w Write, cur, v T) T {
