@@ -14,3 +14,9 @@ func TestConformance(t *testing.T) {
 		Shared: true,
 	})
 }
+
+// Every action of the transition table from every status, compared with
+// store.Apply.
+func TestTransitionTable(t *testing.T) {
+	storetest.CheckTransitions(t, memstore.New())
+}

@@ -21,3 +21,15 @@ func TestConformance(t *testing.T) {
 		Durable: true,
 	})
 }
+
+// Every action of the transition table from every status, through the
+// SQL (one statement for an attempt's end, a read and a write for the
+// rest), compared with store.Apply.
+func TestTransitionTable(t *testing.T) {
+	s, err := sqlitestore.Open(filepath.Join(t.TempDir(), "yella.db"), sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	storetest.CheckTransitions(t, s)
+}
