@@ -138,7 +138,7 @@ var All = []Mutation{
 		Name:      "retry-budget-off-by-one",
 		Guarantee: "a run is retried at most Retry.Max times, then dead-lettered",
 		Edits: []Edit{{
-			File: "engine.go",
+			File: "lifecycle.go",
 			Old:  "\tcase pol != nil && attempts <= pol.Max:",
 			New:  "\tcase pol != nil && attempts <= pol.Max+1:",
 		}},
@@ -178,10 +178,11 @@ var All = []Mutation{
 		Name:      "chain-second-transaction",
 		Guarantee: "a completion and its follow-ups commit together: no crash leaves one without the other",
 		Edits: []Edit{{
-			File: "execute.go",
-			Old:  "\tvar out store.UpdateResult\n\terr := e.persist(\"finish\", func() error {\n\t\tvar err error\n\t\tout, err = e.store.Update(e.io, u)\n\t\treturn err\n\t})\n",
-			New: "\tvar out store.UpdateResult\n\tchildren := u.Children\n\tu.Children, u.NoChildren = nil, nil\n\terr := e.persist(\"finish\", func() error {\n\t\tvar err error\n\t\tout, err = e.store.Update(e.io, u)\n\t\treturn err\n\t})\n" +
-				"\tif err == nil && children != nil {\n\t\tout.Children, err = e.store.Admit(e.io, *children)\n\t}\n",
+			File: "lifecycle.go",
+			Old:  "\treturn e.persist(\"finish\", func() error {\n\t\tvar err error\n\t\t*res, err = e.store.Update(ctx, c.u)\n\t\treturn err\n\t})\n",
+			New: "\tchildren := c.u.Children\n\tc.u.Children, c.u.NoChildren = nil, nil\n\tdefer func() { c.u.Children = children }()\n" +
+				"\terr := e.persist(\"finish\", func() error {\n\t\tvar err error\n\t\t*res, err = e.store.Update(ctx, c.u)\n\t\treturn err\n\t})\n" +
+				"\tif err == nil && children != nil {\n\t\tres.Children, err = e.store.Admit(ctx, *children)\n\t}\n\treturn err\n",
 		}},
 		Tests: []Test{crashPoints.short()},
 	},
