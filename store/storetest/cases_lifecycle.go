@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -75,10 +76,11 @@ func tableVariants(rule *store.Rule, from store.Status) []string {
 	return vs
 }
 
-// runInStatus returns a run brought to status st through the store: admitted,
-// claimed with two effects (one completed), failed with a retry time
-// (idle), claimed again leaving one effect started (running), then ended
-// as st says.
+// runInStatus returns a run brought to status to through the store:
+// admitted, claimed with two effects (one completed), failed with a retry
+// time (idle), claimed again leaving one effect started (running), then
+// moved to status to by the first action of the table that leads there
+// from running (or, failing that, from idle).
 func runInStatus(t *testing.T, st store.Store, to store.Status, base time.Time) store.Run {
 	t.Helper()
 	ctx := context.Background()
@@ -96,7 +98,6 @@ func runInStatus(t *testing.T, st store.Store, to store.Status, base time.Time) 
 		return rs[0]
 	}
 	must := func(u store.Update) store.Run {
-		u.RunID = id
 		res, err := st.Update(ctx, u)
 		if err != nil {
 			t.Fatalf("prepare %s: %s: %v", to, u.Action, err)
@@ -112,38 +113,47 @@ func runInStatus(t *testing.T, st store.Store, to store.Status, base time.Time) 
 	if err := st.FinishEffect(ctx, id, r.Epoch, "done", store.EffectCompleted, json.RawMessage(`"d"`), "", at(1)); err != nil {
 		t.Fatal(err)
 	}
-	last := must(store.Update{Action: store.ActionRetryLater, Epoch: r.Epoch, Now: at(2), Error: "e1", ErrorCode: "E1", RetryAt: at(3), Version: "v1"})
+	r = must(store.Update{RunID: id, Action: store.ActionRetryLater, Epoch: r.Epoch, Now: at(2), Error: "e1", ErrorCode: "E1", RetryAt: at(3), Version: "v1"})
 	if to == store.StatusIdle {
-		return last
+		return r
+	}
+	rule := ruleTo(to, store.StatusRunning)
+	if rule == nil {
+		if rule = ruleTo(to, store.StatusIdle); rule == nil {
+			t.Fatalf("prepare: no action leads to %s", to)
+		}
+		u := tableUpdate(rule, to, "", &r, base)
+		u.Now = at(3)
+		return must(u)
 	}
 	r = claim(at(4))
 	if err := st.StartEffect(ctx, id, r.Epoch, "started", at(4)); err != nil {
 		t.Fatal(err)
 	}
-	u := store.Update{Epoch: r.Epoch, Now: at(5), Output: json.RawMessage(`{"o":1}`), Then: "held", Error: "e2", ErrorCode: "E2"}
-	switch to {
-	case store.StatusRunning:
-		got, err := st.Run(ctx, id)
-		if err != nil {
+	if to == store.StatusRunning {
+		if r, err = st.Run(ctx, id); err != nil {
 			t.Fatal(err)
 		}
-		return got
-	case store.StatusCompleted:
-		u.Action = store.ActionComplete
-	case store.StatusDeferred:
-		u.Action = store.ActionDefer
-	case store.StatusErrored:
-		u.Action = store.ActionFail
-	case store.StatusDead:
-		u.Action = store.ActionDeadLetter
-	case store.StatusFenced:
-		u.Action = store.ActionFence
-	case store.StatusCancelled:
-		u = store.Update{Action: store.ActionCancel, Now: at(5), Error: "stop", ErrorCode: "CANCELLED"}
-	default:
-		t.Fatalf("prepare: no way to status %s", to)
+		return r
 	}
+	u := tableUpdate(rule, to, "", &r, base)
+	u.Now = at(5)
 	return must(u)
+}
+
+// ruleTo is the first rule of the table that leads from status from to
+// status to without a reclaim's lease condition, or nil.
+func ruleTo(to, from store.Status) *store.Rule {
+	if to == store.StatusRunning {
+		return &store.Rule{} // the claim
+	}
+	for i := range store.Transitions {
+		r := &store.Transitions[i]
+		if r.Guard != store.GuardReclaim && slices.Contains(r.From, from) && slices.Contains(r.To, to) {
+			return r
+		}
+	}
+	return nil
 }
 
 // tableUpdate is the update of the variant v of rule's action leading to to,
