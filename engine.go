@@ -454,6 +454,9 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 // abandon records that the attempt holding r is gone (see abandonment).
 func (e *Engine) abandon(r *store.Run, now time.Time, why string, code Code, reclaim bool, slot *dispatch.Item) {
 	c := &change{u: e.abandonment(r, now, why, code, reclaim), run: r, slot: slot}
+	if reclaim {
+		c.event = LeaseReclaim
+	}
 	if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
 		e.internalError("abandon", err)
 	}

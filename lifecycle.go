@@ -37,6 +37,9 @@ type change struct {
 	// not be lost); otherwise the caller gets the error.
 	persist bool
 	dur     time.Duration // the attempt's duration, for the outcome events
+	// event is the action's own event, published first: an operator's
+	// action, a reclaim. Operator actions publish nothing else.
+	event EventType
 	// depth: the follow-up would exceed Config.MaxChainDepth.
 	depth bool
 }
@@ -66,7 +69,7 @@ func (e *Engine) apply(ctx context.Context, c *change, res *store.UpdateResult) 
 
 // settle makes a change known once the store answered err: runs that are
 // idle now are handed to the dispatcher (follow-ups, retries, requeues), a
-// cancelled run is taken from it, and the events are published. The
+// run an operator ended is taken from it, and the events are published. The
 // attempt's slot is released last, so waiters never see the chain idle in
 // between.
 func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
@@ -84,8 +87,8 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 	switch {
 	case r.Status == store.StatusIdle:
 		e.enqueue(itemOf(r))
-	case c.u.Action == store.ActionCancel:
-		e.stop(r.ID)
+	case c.u.Epoch == 0 && !r.Status.Active():
+		e.stop(r.ID) // an operator ended (or set aside) the run
 	}
 	e.announce(c, r, res.Children.Admitted)
 }
@@ -120,8 +123,8 @@ func (e *Engine) admitted(a *store.Admission, res store.AdmitResult) {
 	}
 }
 
-// stop takes a cancelled run from the dispatcher, or cancels the attempt
-// executing it here (its later writes are fenced).
+// stop takes a run an operator ended from the dispatcher, or cancels the
+// attempt executing it here (its later writes are fenced).
 func (e *Engine) stop(id string) {
 	if e.disp.Remove(id) {
 		return
@@ -134,42 +137,25 @@ func (e *Engine) stop(id string) {
 	}
 }
 
-// announce publishes the events of a change that applied: the operator
-// action's own event, or the attempt's outcome by the run's new status.
+// announce publishes the events of a change that applied: the action's
+// own event, then, for an attempt's end or a reclaim, the outcome by the
+// run's new status.
 func (e *Engine) announce(c *change, r *store.Run, children []store.Run) {
 	ev := runEvent(r)
-	ev.Duration = c.dur
-	switch c.u.Action {
-	case store.ActionHandBack:
-		return
-	case store.ActionCancel:
-		ev.Error, ev.Code = r.Error, Code(r.ErrorCode)
-		e.publish(with(ev, RunCancel))
-		return
-	case store.ActionRetry:
-		e.publish(with(ev, RunRetryAsked))
-		return
-	case store.ActionRequeue:
-		e.publish(with(ev, RunRequeue))
-		return
-	case store.ActionResolve:
-		ev.EffectKey = c.u.CompleteEffect.Key
-		e.publish(with(ev, EffectDone))
-		return
-	case store.ActionResume:
-		ev.Children = runIDs(children)
-		e.publish(with(ev, RunResume))
-		return
-	case store.ActionReclaim:
-		e.publish(with(ev, LeaseReclaim))
+	ev.Duration, ev.Error, ev.Code, ev.Children = c.dur, r.Error, Code(r.ErrorCode), runIDs(children)
+	if d := c.u.CompleteEffect; d != nil {
+		ev.EffectKey = d.Key
 	}
-	if r.Status == store.StatusCompleted || r.Status == store.StatusDeferred {
-		ev.Children = runIDs(children)
+	if c.event != "" {
+		e.publish(with(ev, c.event))
+	}
+	if c.u.Epoch == 0 || c.u.Action == store.ActionHandBack {
+		return // an operator's action, or a run left for an engine that has its handler
+	}
+	switch r.Status {
+	case store.StatusCompleted, store.StatusDeferred:
 		e.publish(with(ev, RunComplete))
 		return
-	}
-	ev.Error, ev.Code = r.Error, Code(r.ErrorCode)
-	switch r.Status {
 	case store.StatusIdle:
 		e.publish(with(ev, RunRetry))
 		return

@@ -18,7 +18,7 @@ const cancelledMsg = "cancelled by an operator"
 // context is cancelled and its later writes are fenced. Finished runs give
 // CodeInvalidRunState. Retry runs a cancelled run again.
 func (e *Engine) Cancel(ctx context.Context, runID string) (Run, error) {
-	return e.operate(ctx, "cancel", store.Update{RunID: runID, Action: store.ActionCancel, Error: cancelledMsg, ErrorCode: string(CodeCancelled)})
+	return e.operate(ctx, "cancel", RunCancel, store.Update{RunID: runID, Action: store.ActionCancel, Error: cancelledMsg, ErrorCode: string(CodeCancelled)})
 }
 
 // Retry moves an errored, dead-letter, fenced or cancelled run back to
@@ -27,20 +27,20 @@ func (e *Engine) Cancel(ctx context.Context, runID string) (Run, error) {
 // retried this way fails straight back to the dead letters); use
 // RequeueDead to restore the full retry budget.
 func (e *Engine) Retry(ctx context.Context, runID string) (Run, error) {
-	return e.operate(ctx, "retry", store.Update{RunID: runID, Action: store.ActionRetry})
+	return e.operate(ctx, "retry", RunRetryAsked, store.Update{RunID: runID, Action: store.ActionRetry})
 }
 
 // RequeueDead moves a dead-letter run back to idle with a fresh retry
 // budget; started effects are cleared as with Retry.
 func (e *Engine) RequeueDead(ctx context.Context, runID string) (Run, error) {
-	return e.operate(ctx, "requeue", store.Update{RunID: runID, Action: store.ActionRequeue})
+	return e.operate(ctx, "requeue", RunRequeue, store.Update{RunID: runID, Action: store.ActionRequeue})
 }
 
 // operate applies an operator's action to a run through the lifecycle
-// pipeline; op names it in errors.
-func (e *Engine) operate(ctx context.Context, op string, u store.Update) (Run, error) {
+// pipeline and publishes event; op names it in errors.
+func (e *Engine) operate(ctx context.Context, op string, event EventType, u store.Update) (Run, error) {
 	u.Now = e.clock.Now()
-	res, err := e.commit(ctx, &change{u: u})
+	res, err := e.commit(ctx, &change{u: u, event: event})
 	if err != nil {
 		return Run{}, storeErr(op, u.RunID, err)
 	}
@@ -102,7 +102,7 @@ func (e *Engine) CompleteEffect(ctx context.Context, runID, key string, output a
 	if out == nil {
 		out = json.RawMessage("null")
 	}
-	return e.operate(ctx, "complete effect", store.Update{RunID: runID, Action: store.ActionResolve,
+	return e.operate(ctx, "complete effect", EffectDone, store.Update{RunID: runID, Action: store.ActionResolve,
 		CompleteEffect: &store.EffectDone{Key: key, Output: out}})
 }
 
@@ -134,7 +134,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, payload any) ([]Run, 
 		}
 	}
 	now := e.clock.Now()
-	c := &change{u: store.Update{RunID: runID, Now: now, Action: store.ActionResume}, run: &r}
+	c := &change{u: store.Update{RunID: runID, Now: now, Action: store.ActionResume}, run: &r, event: RunResume}
 	adm, ferr := e.followUp(&r, r.Then, child, r.Context, now)
 	if ferr != nil {
 		ferr.Op, ferr.Msg = "resume", ferr.Msg+"; run "+runID+" stays deferred"
