@@ -67,9 +67,10 @@ func (e *Engine) apply(ctx context.Context, c *change, res *store.UpdateResult) 
 	})
 }
 
-// settle makes a change known once the store answered err: runs that are
-// idle now are handed to the dispatcher (follow-ups, retries, requeues), a
-// run an operator ended is taken from it, and the events are published. The
+// settle makes a change known once the store answered err: follow-up runs
+// are handed to the dispatcher and announced, a run an operator ended is
+// taken from it, the change's events are published, and a run that is idle
+// now (a retry, a requeue) is handed to the dispatcher. The
 // attempt's slot is released last, so waiters never see the chain idle in
 // between.
 func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
@@ -84,13 +85,15 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 	if c.u.Children != nil {
 		e.admitted(c.u.Children, res.Children)
 	}
-	switch {
-	case r.Status == store.StatusIdle:
-		e.enqueue(itemOf(r))
-	case c.u.Epoch == 0 && !r.Status.Active():
+	if c.u.Epoch == 0 && !r.Status.Active() {
 		e.stop(r.ID) // an operator ended (or set aside) the run
 	}
 	e.announce(c, r, res.Children.Admitted)
+	if r.Status == store.StatusIdle {
+		// After its events: a retry that starts at once must not announce
+		// its own outcome before this one.
+		e.enqueue(itemOf(r))
+	}
 }
 
 // refused publishes what a change the store refused (or the decision
