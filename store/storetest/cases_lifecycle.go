@@ -8,10 +8,9 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/google/uuid"
 
 	"github.com/yella-go/yella/store"
 )
@@ -29,7 +28,7 @@ func CheckTransitions(t *testing.T, st store.Store) {
 	ctx := context.Background()
 	base := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	// One active run of the capped process: a follow-up for it is dropped.
-	if _, err := st.Admit(ctx, store.Admission{Event: "busy", Runs: []store.NewRun{{ID: uuid.NewString(), Process: "capped"}}, Now: base}); err != nil {
+	if _, err := st.Admit(ctx, store.Admission{Event: "busy", Runs: []store.NewRun{{ID: tableID(), Process: "capped"}}, Now: base}); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -85,7 +84,7 @@ func runInStatus(t *testing.T, st store.Store, to store.Status, base time.Time) 
 	t.Helper()
 	ctx := context.Background()
 	at := func(s int) time.Time { return base.Add(time.Duration(s) * time.Second) }
-	res, err := st.Admit(ctx, store.Admission{Event: "ev", Payload: json.RawMessage(`{"n":1}`), Runs: []store.NewRun{{ID: uuid.NewString(), Process: "p"}}, Now: base})
+	res, err := st.Admit(ctx, store.Admission{Event: "ev", Payload: json.RawMessage(`{"n":1}`), Runs: []store.NewRun{{ID: tableID(), Process: "p"}}, Now: base})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,9 +173,9 @@ func tableUpdate(rule *store.Rule, to store.Status, v string, r *store.Run, base
 	case "live": // the lease, renewed at 4s for 30s, holds
 		u.Now = base.Add(10 * time.Second)
 	case "child", "dropped", "required":
-		nr := store.NewRun{ID: uuid.NewString(), Process: "c"}
+		nr := store.NewRun{ID: tableID(), Process: "c"}
 		if v != "child" {
-			nr = store.NewRun{ID: uuid.NewString(), Process: "capped", Limit: 1}
+			nr = store.NewRun{ID: tableID(), Process: "capped", Limit: 1}
 		}
 		u.Children = &store.Admission{Event: "next", Payload: u.Output, Runs: []store.NewRun{nr},
 			ParentID: r.ID, CorrelationID: r.CorrelationID, Depth: r.Depth + 1, Now: u.Now}
@@ -277,6 +276,11 @@ func CheckUpdate(t testing.TB, st store.Store, u store.Update, ownerGone bool) (
 	}
 	return res, err
 }
+
+// tableID returns a run id no earlier call in this process returned.
+func tableID() string { return fmt.Sprintf("table-%d", tableSeq.Add(1)) }
+
+var tableSeq atomic.Int64
 
 func cloneCounts(m map[store.Status]int64) map[store.Status]int64 {
 	out := make(map[store.Status]int64, len(m))
