@@ -101,23 +101,16 @@ func (e *Engine) emit(ctx context.Context, event string, payload any, opts []Emi
 		err.(*Error).Op = "emit"
 		return Emission{}, nil, err
 	}
-	res, err := e.store.Admit(ctx, store.Admission{
-		Event: event, Payload: enc, IdempotencyKey: o.key, Runs: newRuns(targets), Now: e.clock.Now(),
-	})
+	adm := &store.Admission{Event: event, Payload: enc, IdempotencyKey: o.key, Runs: newRuns(targets), Now: e.clock.Now()}
+	res, err := e.store.Admit(ctx, *adm)
 	if err != nil {
 		return Emission{}, nil, storeErr("emit", "", err)
 	}
+	e.admitted(adm, res)
 	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing), Pruned: runIDs(res.Pruned)}
 	em.Existing = append(em.Existing, em.Pruned...)
-	for i := range res.Admitted {
-		e.enqueue(itemOf(&res.Admitted[i]))
-	}
-	for i := range res.Admitted {
-		e.publish(with(runEvent(&res.Admitted[i]), RunAdmitted))
-	}
 	for _, d := range res.Dropped {
 		em.Dropped = append(em.Dropped, d.Process)
-		e.publishDrop(event, d.Process, "")
 	}
 	switch {
 	case len(em.Runs) > 0:

@@ -443,7 +443,7 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 			}
 			seen[r.ID] = true
 			progress = true
-			e.abandon(r, now, "lease expired", CodeLeaseExpired, true)
+			e.abandon(&r, now, "lease expired", CodeLeaseExpired, true, nil)
 		}
 		if len(runs) < batch || !progress {
 			return nil
@@ -451,82 +451,14 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 	}
 }
 
-// abandon records that the attempt holding r is gone: one attempt counted,
-// requeued within the retry budget, else dead-lettered. A run of a process
-// this engine does not have is only handed back (idle): its retry policy is
-// not known here, so it is not this engine's to end.
-func (e *Engine) abandon(r store.Run, now time.Time, why string, code Code, reclaim bool) {
-	p := e.lookup(r.Process)
-	to, retryAt := e.failureOutcome(p, r.Attempts, true, now)
-	if p == nil {
-		to, retryAt = store.StatusIdle, time.Time{}
-	}
-	msg := why
-	if reclaim && r.LeaseOwner != "" {
-		msg = why + " (owner " + r.LeaseOwner + ")"
-	}
-	u := store.Update{RunID: r.ID, Epoch: r.Epoch, Reclaim: reclaim, Now: now, To: to, RetryAt: retryAt, Error: msg, ErrorCode: string(code), Note: why}
-	res, err := e.store.Update(e.io, u)
-	if err != nil {
-		if !errors.Is(err, store.ErrFenced) {
-			e.internalError("abandon", err)
-		}
-		return
-	}
-	done := ended(r, res.Run)
-	ev := runEvent(&done)
+// abandon records that the attempt holding r is gone (see abandonment).
+func (e *Engine) abandon(r *store.Run, now time.Time, why string, code Code, reclaim bool, slot *dispatch.Item) {
+	c := &change{u: e.abandonment(r, now, why, code, reclaim), run: r, slot: slot}
 	if reclaim {
-		e.publish(with(ev, LeaseReclaim))
+		c.event = LeaseReclaim
 	}
-	e.afterFailure(&done, ev, msg, code)
-}
-
-// ended merges the outcome of an attempt's end, as a store reports it (see
-// store.UpdateResult), into the run as the attempt knew it.
-func ended(known, got store.Run) store.Run {
-	known.Status, known.Error, known.ErrorCode, known.Then = got.Status, got.Error, got.ErrorCode, got.Then
-	known.Output, known.Attempts, known.Epoch = got.Output, got.Attempts, got.Epoch
-	known.RetryAt, known.CompletedAt = got.RetryAt, got.CompletedAt
-	known.LeaseOwner, known.LeaseExpires = "", time.Time{}
-	return known
-}
-
-// failureOutcome decides where a run goes after a failed attempt number
-// attempts: retried (idle, not before retryAt) or final.
-func (e *Engine) failureOutcome(p *registered, attempts int, abandoned bool, now time.Time) (store.Status, time.Time) {
-	pol := e.cfg.Retry
-	if p != nil && p.Retry != nil {
-		pol = p.Retry
-	}
-	switch {
-	case pol != nil && attempts <= pol.Max:
-		if abandoned {
-			return store.StatusIdle, time.Time{}
-		}
-		return store.StatusIdle, now.Add(pol.delay(attempts))
-	case pol != nil:
-		return store.StatusDead, time.Time{}
-	case abandoned && attempts <= e.cfg.AbandonRetries:
-		return store.StatusIdle, time.Time{}
-	case abandoned:
-		return store.StatusDead, time.Time{}
-	}
-	return store.StatusErrored, time.Time{}
-}
-
-// afterFailure publishes the events of a failed attempt's outcome and
-// requeues a retried run.
-func (e *Engine) afterFailure(r *store.Run, ev Event, msg string, code Code) {
-	ev.Error, ev.Code = msg, code
-	switch r.Status {
-	case store.StatusIdle:
-		e.publish(with(ev, RunRetry))
-		e.enqueue(itemOf(r))
-	case store.StatusDead:
-		e.publish(with(ev, RunDead))
-		e.publish(with(ev, RunError))
-	default:
-		e.publish(with(ev, RunError))
+	if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
+		e.internalError("abandon", err)
 	}
 }
 

@@ -105,11 +105,10 @@ func (e *Engine) prepare(it dispatch.Item, r *store.Run) *attempt {
 	if a.proc == nil { // unregistered between the check in begin and the claim
 		a.over.Store(true)
 		a.release()
-		u := store.Update{RunID: r.ID, Epoch: r.Epoch, Now: a.started, To: store.StatusIdle, Note: "no handler in this engine"}
-		if _, err := e.store.Update(e.io, u); err != nil && !errors.Is(err, store.ErrFenced) {
+		c := &change{u: store.Update{RunID: r.ID, Epoch: r.Epoch, Now: a.started, Action: store.ActionHandBack}, run: r, slot: &a.item}
+		if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
 			e.internalError("hand back", err)
 		}
-		e.disp.Done(it)
 		return nil
 	}
 	if len(r.Context) > 0 {
@@ -191,8 +190,7 @@ func (a *attempt) aborted() {
 		a.finalize(Result{kind: resultFail, err: ef, code: CodeEffectFenced}, true)
 	case errors.Is(cause, errStopped):
 		a.release()
-		a.e.abandon(a.run, a.e.clock.Now(), "engine stopped", CodeStopped, false)
-		a.e.disp.Done(a.item)
+		a.e.abandon(&a.run, a.e.clock.Now(), "engine stopped", CodeStopped, false, &a.item)
 	default: // cancelled (already recorded) or lease lost (the new owner decides)
 		a.release()
 		a.e.disp.Done(a.item)
@@ -219,54 +217,19 @@ func (a *attempt) release() {
 func (a *attempt) finalize(res Result, fenced bool) {
 	e := a.e
 	a.release()
-	defer e.disp.Done(a.item)
 	now := e.clock.Now()
-	dur := now.Sub(a.started)
-	u, depthExceeded := a.outcome(res, fenced, now)
-	var out store.UpdateResult
-	err := e.persist("finish", func() error {
-		var err error
-		out, err = e.store.Update(e.io, u)
-		return err
-	})
-	if err != nil {
-		if !errors.Is(err, store.ErrFenced) {
-			e.internalError("finish", err)
-		}
-		return
-	}
-	done := ended(a.run, out.Run)
-	r := &done
-	ev := runEvent(r)
-	ev.Duration = dur
-	for _, c := range out.Children.Admitted {
-		e.enqueue(itemOf(&c))
-		e.publish(with(runEvent(&c), RunAdmitted))
-	}
-	for _, d := range out.Children.Dropped {
-		e.publishDrop(r.Then, d.Process, r.CorrelationID)
-	}
-	switch r.Status {
-	case store.StatusCompleted, store.StatusDeferred:
-		ev.Children = runIDs(out.Children.Admitted)
-		e.publish(with(ev, RunComplete))
-	case store.StatusFenced:
-		ev.Error, ev.Code = r.Error, Code(r.ErrorCode)
-		e.publish(with(ev, RunFenced))
-		e.publish(with(ev, RunError))
-	default:
-		if depthExceeded {
-			ev.Error, ev.Code = r.Error, Code(r.ErrorCode)
-			e.publish(with(ev, RunDepth))
-		}
-		e.afterFailure(r, ev, r.Error, Code(r.ErrorCode))
+	c := a.decide(res, fenced, now)
+	c.run, c.slot, c.persist, c.dur = &a.run, &a.item, true, now.Sub(a.started)
+	if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
+		e.internalError("finish", err)
 	}
 }
 
-// outcome turns a handler result into the store update that records it.
-func (a *attempt) outcome(res Result, fenced bool, now time.Time) (store.Update, bool) {
+// decide turns a handler's result into the change that records it.
+func (a *attempt) decide(res Result, fenced bool, now time.Time) *change {
 	e := a.e
-	u := store.Update{RunID: a.run.ID, Epoch: a.run.Epoch, Now: now}
+	c := &change{u: store.Update{RunID: a.run.ID, Epoch: a.run.Epoch, Now: now}}
+	u := &c.u
 	if a.proc != nil {
 		u.Version = a.proc.Version
 	}
@@ -276,66 +239,51 @@ func (a *attempt) outcome(res Result, fenced bool, now time.Time) (store.Update,
 	if ef != nil { // whatever the handler made of the error, the run stops here
 		res, fenced = Result{kind: resultFail, err: ef, code: CodeEffectFenced}, true
 	}
-	thrown := func(err error, code Code) store.Update {
-		u.To, u.RetryAt = e.failureOutcome(a.proc, a.run.Attempts, false, now)
-		u.Error, u.ErrorCode = err.Error(), string(code)
-		switch u.To {
-		case store.StatusIdle:
-			u.Note = "retry scheduled"
-		case store.StatusDead:
-			u.Note = "dead-letter"
-		default:
-			u.Note = "failed"
-		}
-		return u
+	failed := func(act store.Action, err error, code Code) *change {
+		u.Action, u.Error, u.ErrorCode = act, err.Error(), string(code)
+		return c
+	}
+	thrown := func(err error, code Code) *change {
+		act, retryAt := e.failure(a.proc, a.run.Attempts, false, now)
+		u.RetryAt = retryAt
+		return failed(act, err, code)
 	}
 	switch res.kind {
 	case resultFail:
-		u.To, u.Error, u.ErrorCode, u.Note = store.StatusErrored, res.err.Error(), string(res.code), "failed"
 		if fenced {
-			u.To, u.Note = store.StatusFenced, "effect fenced"
+			return failed(store.ActionFence, res.err, res.code)
 		}
-		return u, false
+		return failed(store.ActionFail, res.err, res.code)
 	case resultError:
-		return thrown(res.err, res.code), false
+		return thrown(res.err, res.code)
 	case resultNone:
-		return thrown(errors.New("handler returned an empty Result; return c.OK, c.Fail, c.Error or c.Defer"), ""), false
+		return thrown(errors.New("handler returned an empty Result; return c.OK, c.Fail, c.Error or c.Defer"), "")
 	}
 	out, err := e.encodePayload(res.output)
 	if err != nil {
-		return thrown(err, CodeOf(err)), false
+		return thrown(err, CodeOf(err))
 	}
 	u.Output, u.Then = out, res.then
 	if res.kind == resultDefer {
-		u.To, u.Note = store.StatusDeferred, "deferred"
-		return u, false
+		u.Action = store.ActionDefer
+		return c
 	}
-	u.To, u.Note = store.StatusCompleted, "completed"
+	u.Action = store.ActionComplete
 	if res.then == "" {
-		return u, false
-	}
-	if a.run.Depth+1 > e.cfg.MaxChainDepth {
-		u.To, u.Note, u.Output, u.Then = store.StatusErrored, "failed", nil, ""
-		u.Error = fmt.Sprintf("max chain depth exceeded: follow-up %s would be at depth %d (limit %d)", res.then, a.run.Depth+1, e.cfg.MaxChainDepth)
-		u.ErrorCode = string(CodeChainDepthExceeded)
-		return u, true
-	}
-	targets := e.listeners(res.then)
-	if len(targets) == 0 {
-		u.To, u.Note, u.Output, u.Then = store.StatusErrored, "failed", nil, ""
-		u.Error, u.ErrorCode = "follow-up event "+res.then+" was not admitted: no process listens to it", string(CodeNotAdmitted)
-		return u, false
+		return c
 	}
 	a.mu.Lock()
 	vars, _ := json.Marshal(a.vars)
 	a.mu.Unlock()
-	u.Children = &store.Admission{
-		Event: res.then, Payload: out, Runs: newRuns(targets), ParentID: a.run.ID,
-		CorrelationID: a.run.CorrelationID, Depth: a.run.Depth + 1, Context: vars, Now: now,
+	adm, ferr := e.followUp(&a.run, res.then, out, vars, now)
+	if ferr != nil {
+		c.depth = ferr.Code == CodeChainDepthExceeded
+		return failed(store.ActionFail, errors.New(ferr.Msg), ferr.Code)
 	}
-	u.NoChildren = &store.Outcome{To: store.StatusErrored, Note: "failed", ErrorCode: string(CodeNotAdmitted),
+	u.Children = adm
+	u.NoChildren = &store.Outcome{ErrorCode: string(CodeNotAdmitted),
 		Error: "follow-up event " + res.then + " was not admitted: every listener is at its concurrency cap"}
-	return u, false
+	return c
 }
 
 // persist runs a store write, retrying transient failures with backoff so
@@ -346,7 +294,8 @@ func (e *Engine) persist(op string, write func() error) error {
 	for {
 		err := write()
 		if err == nil || errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
-			errors.Is(err, store.ErrInvalidStatus) || errors.Is(err, store.ErrClosed) {
+			errors.Is(err, store.ErrInvalidStatus) || errors.Is(err, store.ErrClosed) ||
+			errors.Is(err, store.ErrNotAdmitted) || errors.Is(err, store.ErrInvalidUpdate) {
 			return err
 		}
 		e.internalError(op, fmt.Errorf("%w (retrying in %s)", err, wait))

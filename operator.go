@@ -18,25 +18,7 @@ const cancelledMsg = "cancelled by an operator"
 // context is cancelled and its later writes are fenced. Finished runs give
 // CodeInvalidRunState. Retry runs a cancelled run again.
 func (e *Engine) Cancel(ctx context.Context, runID string) (Run, error) {
-	res, err := e.store.Update(ctx, store.Update{
-		RunID: runID, Now: e.clock.Now(), From: []store.Status{store.StatusIdle, store.StatusRunning},
-		To: store.StatusCancelled, Error: cancelledMsg, ErrorCode: string(CodeCancelled), Note: "cancelled",
-	})
-	if err != nil {
-		return Run{}, storeErr("cancel", runID, err)
-	}
-	if !e.disp.Remove(runID) {
-		e.mu.Lock()
-		a := e.running[runID]
-		e.mu.Unlock()
-		if a != nil {
-			a.cancel(errCancelled)
-		}
-	}
-	ev := runEvent(&res.Run)
-	ev.Error, ev.Code = cancelledMsg, CodeCancelled
-	e.publish(with(ev, RunCancel))
-	return res.Run, nil
+	return e.operate(ctx, "cancel", RunCancel, store.Update{RunID: runID, Action: store.ActionCancel, Error: cancelledMsg, ErrorCode: string(CodeCancelled)})
 }
 
 // Retry moves an errored, dead-letter, fenced or cancelled run back to
@@ -45,19 +27,24 @@ func (e *Engine) Cancel(ctx context.Context, runID string) (Run, error) {
 // retried this way fails straight back to the dead letters); use
 // RequeueDead to restore the full retry budget.
 func (e *Engine) Retry(ctx context.Context, runID string) (Run, error) {
-	return e.requeue(ctx, "retry", store.Update{
-		RunID: runID, From: []store.Status{store.StatusErrored, store.StatusDead, store.StatusFenced, store.StatusCancelled},
-		To: store.StatusIdle, ClearStartedEffects: true, Note: "manual retry",
-	}, RunRetryAsked)
+	return e.operate(ctx, "retry", RunRetryAsked, store.Update{RunID: runID, Action: store.ActionRetry})
 }
 
 // RequeueDead moves a dead-letter run back to idle with a fresh retry
 // budget; started effects are cleared as with Retry.
 func (e *Engine) RequeueDead(ctx context.Context, runID string) (Run, error) {
-	return e.requeue(ctx, "requeue", store.Update{
-		RunID: runID, From: []store.Status{store.StatusDead}, To: store.StatusIdle,
-		ResetAttempts: true, ClearStartedEffects: true, Note: "requeued from dead letter",
-	}, RunRequeue)
+	return e.operate(ctx, "requeue", RunRequeue, store.Update{RunID: runID, Action: store.ActionRequeue})
+}
+
+// operate applies an operator's action to a run through the lifecycle
+// pipeline and publishes event; op names it in errors.
+func (e *Engine) operate(ctx context.Context, op string, event EventType, u store.Update) (Run, error) {
+	u.Now = e.clock.Now()
+	res, err := e.commit(ctx, &change{u: u, event: event})
+	if err != nil {
+		return Run{}, storeErr(op, u.RunID, err)
+	}
+	return res.Run, nil
 }
 
 // RequeueAllDead requeues every dead-letter run (of process, if not "") and
@@ -115,25 +102,8 @@ func (e *Engine) CompleteEffect(ctx context.Context, runID, key string, output a
 	if out == nil {
 		out = json.RawMessage("null")
 	}
-	return e.requeue(ctx, "complete effect", store.Update{
-		RunID: runID, From: []store.Status{store.StatusFenced}, To: store.StatusIdle,
-		CompleteEffect: &store.EffectDone{Key: key, Output: out}, Note: "effect resolved",
-	}, EffectDone)
-}
-
-func (e *Engine) requeue(ctx context.Context, op string, u store.Update, t EventType) (Run, error) {
-	u.Now = e.clock.Now()
-	res, err := e.store.Update(ctx, u)
-	if err != nil {
-		return Run{}, storeErr(op, u.RunID, err)
-	}
-	e.enqueue(itemOf(&res.Run))
-	ev := runEvent(&res.Run)
-	if u.CompleteEffect != nil {
-		ev.EffectKey = u.CompleteEffect.Key
-	}
-	e.publish(with(ev, t))
-	return res.Run, nil
+	return e.operate(ctx, "complete effect", EffectDone, store.Update{RunID: runID, Action: store.ActionResolve,
+		CompleteEffect: &store.EffectDone{Key: key, Output: out}})
 }
 
 // Resume releases the follow-up event held by a deferred run: one child run
@@ -163,42 +133,23 @@ func (e *Engine) Resume(ctx context.Context, runID string, payload any) ([]Run, 
 			return nil, &Error{Code: CodePayloadTooLarge, Op: "resume", Msg: fmt.Sprintf("merged payload exceeds max size: %d bytes", len(child))}
 		}
 	}
-	if r.Depth+1 > e.cfg.MaxChainDepth {
-		ev := runEvent(&r)
-		ev.Error, ev.Code = "resume would exceed the max chain depth", CodeChainDepthExceeded
-		e.publish(with(ev, RunDepth))
-		return nil, &Error{Code: CodeChainDepthExceeded, Op: "resume", Msg: fmt.Sprintf("follow-up of run %s would be at depth %d (limit %d)", runID, r.Depth+1, e.cfg.MaxChainDepth)}
-	}
-	targets := e.listeners(r.Then)
-	if len(targets) == 0 {
-		return nil, &Error{Code: CodeNotAdmitted, Op: "resume", Msg: "no process listens to " + quote(r.Then) + "; run stays deferred"}
-	}
 	now := e.clock.Now()
-	res, err := e.store.Update(ctx, store.Update{
-		RunID: runID, Now: now, From: []store.Status{store.StatusDeferred}, To: store.StatusCompleted,
-		Output: r.Output, Then: r.Then, Note: "resumed", RequireChildren: true,
-		Children: &store.Admission{Event: r.Then, Payload: child, Runs: newRuns(targets), ParentID: r.ID,
-			CorrelationID: r.CorrelationID, Depth: r.Depth + 1, Context: r.Context, Now: now},
-	})
+	c := &change{u: store.Update{RunID: runID, Now: now, Action: store.ActionResume}, run: &r, event: RunResume}
+	adm, ferr := e.followUp(&r, r.Then, child, r.Context, now)
+	if ferr != nil {
+		ferr.Op, ferr.Msg = "resume", ferr.Msg+"; run "+runID+" stays deferred"
+		c.depth = ferr.Code == CodeChainDepthExceeded
+		e.settle(c, nil, ferr)
+		return nil, ferr
+	}
+	c.u.Children = adm
+	res, err := e.commit(ctx, c)
+	if errors.Is(err, store.ErrNotAdmitted) {
+		return nil, &Error{Code: CodeNotAdmitted, Op: "resume", Msg: "every listener of " + quote(r.Then) + " is at its cap; run stays deferred"}
+	}
 	if err != nil {
-		if errors.Is(err, store.ErrNotAdmitted) {
-			for _, p := range targets {
-				e.publishDrop(r.Then, p.Name, r.CorrelationID)
-			}
-			return nil, &Error{Code: CodeNotAdmitted, Op: "resume", Msg: "every listener of " + quote(r.Then) + " is at its cap; run stays deferred"}
-		}
 		return nil, storeErr("resume", runID, err)
 	}
-	for i := range res.Children.Admitted {
-		e.enqueue(itemOf(&res.Children.Admitted[i]))
-		e.publish(with(runEvent(&res.Children.Admitted[i]), RunAdmitted))
-	}
-	for _, d := range res.Children.Dropped {
-		e.publishDrop(r.Then, d.Process, r.CorrelationID)
-	}
-	ev := runEvent(&res.Run)
-	ev.Children = runIDs(res.Children.Admitted)
-	e.publish(with(ev, RunResume))
 	return res.Children.Admitted, nil
 }
 

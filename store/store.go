@@ -15,6 +15,10 @@
 //   - Writes made on behalf of a running attempt carry its lease epoch.
 //     A write whose epoch no longer matches (the run was cancelled, reclaimed
 //     or claimed again) changes nothing and returns ErrFenced.
+//   - Every transition of a run follows the transition table
+//     (Transitions): an Update names its action, and the table says which
+//     runs it applies to and what it writes. Apply is the table's reference
+//     implementation; stores apply it or are checked against it.
 //   - Times come from the caller. Stores never read the clock, so the engine's
 //     clock (a fake one in tests) decides every timestamp and expiry.
 package store
@@ -303,46 +307,64 @@ type EffectDone struct {
 	Output json.RawMessage
 }
 
-// Update is a conditional transition of one run, applied atomically with
-// everything it carries. Either Epoch (an attempt finishing) or From (an
-// operator action) states the precondition.
+// Update is one transition of one run, applied atomically with everything
+// it carries. It names its action; the transition table (Transitions, see
+// Rule and Apply) states which runs the action applies to and what it
+// writes, so every store decides the same way.
+//
+// Errors, in this order: ErrNotFound for an unknown run; ErrInvalidUpdate
+// for an update its action does not allow (see Update.Rule); ErrFenced or
+// a *StatusError when the run does not meet the rule's precondition;
+// ErrNotAdmitted when a required follow-up admits nothing. In every case
+// nothing is changed.
 type Update struct {
 	RunID string
 	Now   time.Time
+	// Action names the transition. An update that names none is given one
+	// by its other fields (the epoch and reclaim flag, To and what it
+	// carries), as Update.Rule describes.
+	Action Action
 
-	// Epoch, when non-zero, requires the run to be running at this epoch,
-	// else ErrFenced.
+	// Epoch is the lease epoch of the attempt: required by the attempt and
+	// sweeper actions, zero for operator actions.
 	Epoch int64
-	// Reclaim, with Epoch, additionally requires the lease to be abandoned:
-	// expired at Now or held by an owner the store knows is gone. Used by the
-	// sweeper so that a lease renewed meanwhile is left alone (ErrFenced).
+	// Reclaim is set for the sweeper's action (ActionReclaim), and only
+	// then.
 	Reclaim bool
-	// From, when non-empty, requires the run's status to be one of these,
-	// else a *StatusError.
+	// From, when not empty, narrows the statuses the action applies to.
 	From []Status
 
+	// To picks the new status among those the action may lead to; "" is
+	// the first of them.
 	To        Status
-	Output    json.RawMessage // stored when To is completed or deferred
-	Error     string          // stored (replacing the previous one); "" clears it
+	Output    json.RawMessage // stored by the actions that set the output
+	Error     string          // stored by the actions that record an error ("" clears it)
 	ErrorCode string
-	Then      string    // follow-up event (completed: emitted; deferred: held)
-	RetryAt   time.Time // To idle: not claimable before this time; any other To clears it
-	Note      string    // timeline note
+	Then      string    // follow-up event (complete: emitted; defer: held)
+	RetryAt   time.Time // retry-later: not claimable before this time
+	Note      string    // timeline note; "" is the action's
 	Version   string    // handler version of the attempt, stored when not empty
 
-	ResetAttempts       bool // set attempts to 0 (requeue)
-	ClearStartedEffects bool // delete the run's effects left "started"
-	CompleteEffect      *EffectDone
-	Children            *Admission // follow-up runs admitted in the same transaction
-	// RequireChildren makes an update whose Children admit nothing fail with
-	// ErrNotAdmitted and change nothing. Without it the run is moved to
-	// NoChildren instead of To.
+	// ResetAttempts and ClearStartedEffects do nothing of their own: the
+	// action decides (requeue resets attempts; manual retry and requeue
+	// clear started effects). ResetAttempts names requeue for an update
+	// that names no action.
+	ResetAttempts       bool
+	ClearStartedEffects bool
+	// CompleteEffect is the effect the resolve-effect action records as done.
+	CompleteEffect *EffectDone
+	// Children are follow-up runs admitted in the same transaction, for
+	// the actions that take a follow-up.
+	Children *Admission
+	// When Children admit nothing, the update is refused with
+	// ErrNotAdmitted, unless its action has a fallback (Rule.Fallback),
+	// RequireChildren is false and NoChildren gives the fallback's error
+	// (its To, if set, must be the fallback).
 	RequireChildren bool
 	NoChildren      *Outcome
 }
 
-// Outcome is a replacement status (with error) applied when follow-up
-// admission admits nothing.
+// Outcome is the status, error and note an update records.
 type Outcome struct {
 	To        Status
 	Error     string
@@ -352,11 +374,8 @@ type Outcome struct {
 
 // UpdateResult is the run after an update and what its follow-up admission did.
 type UpdateResult struct {
-	// Run is the run after the update. Stores may leave Payload and Context
-	// nil (an update never changes them). For an update with Epoch set (an
-	// attempt ending, whose caller knows the run), stores may fill only ID,
-	// Seq, Status, Error, ErrorCode, Then, Output, Attempts, Epoch, RetryAt
-	// and CompletedAt.
+	// Run is the run after the update, every field but Payload and Context,
+	// which an update never changes and stores leave nil.
 	Run      Run
 	Children AdmitResult
 }

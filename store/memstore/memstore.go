@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -256,99 +257,72 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	return out, nil
 }
 
-func statusIn(st store.Status, set []store.Status) bool {
-	for _, v := range set {
-		if v == st {
-			return true
-		}
-	}
-	return false
-}
-
-// Update implements store.Store.
+// Update implements store.Store: the transition table applied directly
+// (Rule.Apply), with the effects, follow-up runs and timeline entry the
+// rule writes alongside.
 func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
 	if err := s.lock(); err != nil {
 		return store.UpdateResult{}, err
 	}
 	defer s.mu.Unlock()
+	var res store.UpdateResult
 	r, ok := s.runs[u.RunID]
 	if !ok {
-		return store.UpdateResult{}, store.ErrNotFound
+		return res, store.ErrNotFound
 	}
-	if u.Epoch != 0 {
-		if r.Status != store.StatusRunning || r.Epoch != u.Epoch {
-			return store.UpdateResult{}, store.ErrFenced
-		}
-		if u.Reclaim && r.LeaseExpires.After(u.Now) {
-			return store.UpdateResult{}, store.ErrFenced
-		}
+	rule, err := u.Rule()
+	if err != nil {
+		return res, err
 	}
-	if len(u.From) > 0 && !statusIn(r.Status, u.From) {
-		return store.UpdateResult{}, &store.StatusError{RunID: r.ID, Status: r.Status}
+	// An in-memory store cannot know whether another owner is gone.
+	if err := rule.Check(r, &u, store.Facts{}); err != nil {
+		return res, err
 	}
-	to, errMsg, code, note := u.To, u.Error, u.ErrorCode, u.Note
-	var res store.UpdateResult
 	if u.Children != nil {
-		ch, err := s.admit(*u.Children)
-		if err != nil {
+		// Admitting writes nothing unless it admits a run, and then the
+		// update applies: its checks are passed.
+		if res.Children, err = s.admit(*u.Children); err != nil {
 			return res, err
 		}
-		if len(ch.Admitted) == 0 {
-			if u.RequireChildren || u.NoChildren == nil {
-				return res, store.ErrNotAdmitted
-			}
-			to, errMsg, code, note = u.NoChildren.To, u.NoChildren.Error, u.NoChildren.ErrorCode, u.NoChildren.Note
-		}
-		res.Children = ch
 	}
-	s.setStatus(r, to)
-	r.Error, r.ErrorCode = errMsg, code
-	r.LeaseOwner, r.LeaseExpires = "", time.Time{}
-	switch to {
-	case store.StatusCompleted, store.StatusDeferred:
-		r.Output = cloneRaw(u.Output)
-		r.Then = u.Then
-	case store.StatusIdle:
-		r.Output = nil
+	next := *r
+	note, err := rule.Apply(&next, &u, store.Facts{Admitted: len(res.Children.Admitted)})
+	if err != nil {
+		return store.UpdateResult{}, err
 	}
-	r.RetryAt = time.Time{}
-	if to == store.StatusIdle {
-		r.RetryAt = u.RetryAt
-	}
-	if to.Active() {
-		r.CompletedAt = time.Time{}
-	} else {
-		r.CompletedAt = u.Now
-	}
-	if u.ResetAttempts {
-		r.Attempts = 0
-	}
-	if u.Version != "" {
-		r.Version = u.Version
-	}
+	status := next.Status
+	next.Status, next.Output = r.Status, cloneRaw(next.Output)
+	*r = next
+	s.setStatus(r, status)
+	s.writeEffects(r, rule.Effects, u.CompleteEffect, u.Now)
+	s.appendTimeline(r, u.Now, r.Error, r.ErrorCode, note)
+	res.Run = *r
+	res.Run.Payload, res.Run.Context, res.Run.Output = nil, nil, cloneRaw(r.Output)
+	return res, nil
+}
+
+// writeEffects changes r's effect records as its transition says.
+func (s *Store) writeEffects(r *store.Run, w store.EffectWrite, done *store.EffectDone, now time.Time) {
 	effs := s.effects[r.ID]
-	if u.ClearStartedEffects {
+	switch w {
+	case store.EffectsClearStarted:
 		for k, e := range effs {
 			if e.Status == store.EffectStarted {
 				delete(effs, k)
 			}
 		}
-	}
-	if d := u.CompleteEffect; d != nil {
+	case store.EffectsComplete:
 		if effs == nil {
 			effs = map[string]*store.Effect{}
 			s.effects[r.ID] = effs
 		}
-		e := effs[d.Key]
+		e := effs[done.Key]
 		if e == nil {
-			e = &store.Effect{RunID: r.ID, Key: d.Key, StartedAt: u.Now, Epoch: r.Epoch}
-			effs[d.Key] = e
+			e = &store.Effect{RunID: r.ID, Key: done.Key, StartedAt: now, Epoch: r.Epoch}
+			effs[done.Key] = e
 		}
-		e.Status, e.Output, e.Error, e.CompletedAt = store.EffectCompleted, cloneRaw(d.Output), "", u.Now
+		e.Status, e.Output, e.Error, e.CompletedAt = store.EffectCompleted, cloneRaw(done.Output), "", now
 	}
-	s.appendTimeline(r, u.Now, errMsg, code, note)
-	res.Run = cloneRun(r)
-	return res, nil
 }
 
 // SetContext implements store.Store.
@@ -478,7 +452,7 @@ func matches(r *store.Run, f *store.RunFilter) bool {
 	if f.Event != "" && r.Event != f.Event {
 		return false
 	}
-	if len(f.Statuses) > 0 && !statusIn(r.Status, f.Statuses) {
+	if len(f.Statuses) > 0 && !slices.Contains(f.Statuses, r.Status) {
 		return false
 	}
 	if f.RootOnly && r.ParentID != "" {

@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 	"github.com/yella-go/yella/store/sqlitestore"
+	"github.com/yella-go/yella/store/storetest"
 )
 
 // FuzzRunsDifferential compares run listings of the SQLite store with the
@@ -113,6 +115,83 @@ func FuzzRunsDifferential(f *testing.F) {
 		m, s := got["memory"], got["sqlite"]
 		if m.code != s.code || !slices.Equal(m.seqs, s.seqs) {
 			t.Fatalf("memory and sqlite differ:\nmemory (%s): %v\nsqlite (%s): %v", m.code, m.seqs, s.code, s.seqs)
+		}
+	})
+}
+
+// FuzzUpdates drives runs through any sequence of claims, effect starts and
+// updates of every action, with any target, epoch, time and follow-up, and
+// compares every answer of the SQLite store with the transition table
+// (store.Apply, through storetest.CheckUpdate): the same refusal, or the
+// same run, timeline entry, counts, effects and follow-ups.
+func FuzzUpdates(f *testing.F) {
+	f.Add([]byte{0, 0, 9, 0, 0, 0})
+	f.Add([]byte{0, 1, 2, 3, 0, 1, 10, 1, 0, 2})
+	f.Add([]byte{0, 0, 1, 0, 7, 0, 12, 0, 0, 0, 13, 0, 3, 1, 0, 2, 11, 2})
+	f.Add([]byte{0, 0, 14, 0, 5, 0, 14, 0, 0, 0, 4, 4, 10, 1, 255, 7})
+	st, err := sqlitestore.Open(filepath.Join(f.TempDir(), "fuzz.db"), sqlitestore.Options{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := st.Admit(ctx, store.Admission{Event: "busy", Runs: []store.NewRun{{ID: newID(), Process: "capped"}}, Now: start}); err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		if len(prog) > 300 {
+			return
+		}
+		now := start
+		var ids []string
+		for range 3 {
+			res, err := st.Admit(ctx, store.Admission{Event: "e", Payload: []byte(`1`), Runs: []store.NewRun{{ID: newID(), Process: "p"}}, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, res.Admitted[0].ID)
+		}
+		for len(prog) >= 2 {
+			op, arg := int(prog[0]), int(prog[1])
+			prog = prog[2:]
+			id := ids[arg%len(ids)]
+			now = now.Add(time.Duration(arg%17) * time.Second)
+			cur, err := st.Run(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case op%16 == 0:
+				st.Claim(ctx, store.ClaimRequest{IDs: []string{id}, Owner: "o", Now: now, LeaseUntil: now.Add(10 * time.Second)})
+				continue
+			case op%16 == 1:
+				st.StartEffect(ctx, id, cur.Epoch, fmt.Sprint("k", arg%2), now)
+				continue
+			case op%16 == 2:
+				st.FinishEffect(ctx, id, cur.Epoch, fmt.Sprint("k", arg%2), store.EffectCompleted, []byte(`2`), "", now)
+				continue
+			}
+			rule := &store.Transitions[op%len(store.Transitions)]
+			u := store.Update{RunID: id, Now: now, Action: rule.Action, To: rule.To[arg%len(rule.To)],
+				Output: []byte(`{"o":1}`), Then: "next", Error: "boom", ErrorCode: "X", RetryAt: now.Add(time.Second), Version: "v"}
+			if rule.Guard != store.GuardStatus {
+				u.Epoch, u.Reclaim = cur.Epoch-int64(op>>7), rule.Guard == store.GuardReclaim
+			}
+			if rule.Effects == store.EffectsComplete {
+				u.CompleteEffect = &store.EffectDone{Key: "k0", Output: []byte(`3`)}
+			}
+			if rule.FollowUp && op&0x20 != 0 {
+				nr := store.NewRun{ID: newID(), Process: "c"}
+				if op&0x40 != 0 {
+					nr = store.NewRun{ID: newID(), Process: "capped", Limit: 1}
+				}
+				u.Children = &store.Admission{Event: "next", Runs: []store.NewRun{nr}, ParentID: id, CorrelationID: cur.CorrelationID, Depth: 1, Now: now}
+				if arg&1 != 0 {
+					u.NoChildren = &store.Outcome{Error: "dropped", ErrorCode: "NOT_ADMITTED"}
+				}
+			}
+			storetest.CheckUpdate(t, st, u, false)
 		}
 	})
 }

@@ -30,21 +30,18 @@ var claimCols = fmt.Sprintf(`seq, id, process, event, coalesce(correlation_id, i
 const updCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, output,
 	error, error_code, then_event, idem_key, attempts, epoch, retry_at, created_at, started_at, completed_at, version, tl`
 
-// finCols are the columns an attempt's end returns (store.UpdateResult).
-const finCols = `seq, process, attempts, started_at, tl`
-
-// setCols is the SET list of every status change: ?1 status, ?2 error,
-// ?3 code, ?4 output mode (0 keep, 1 set to ?5, 2 clear), ?6 then mode
-// (0 keep, 1 set to ?7), ?8 retry mode (0 keep, 1 set to ?9: update sets
-// it, NULL unless the run goes back to idle), ?10 now
-// (completed_at when the status is final), ?11 reset attempts, ?12 version.
-// Ending an attempt also writes its implicit running entry (see the
-// timeline table), hence two timeline entries.
+// setCols is the SET list of every transition, the field writes of its rule
+// of the transition table (see setArgs): ?1 status, ?2 error, ?3 code,
+// ?4 output mode (0 keep, 1 set to ?5), ?6 then mode (set to ?7), ?8 retry
+// mode (set to ?9), ?10 completed_at, ?11 reset attempts, ?12 version
+// (kept when empty). Every transition clears the lease. Ending an attempt
+// also writes its implicit running entry (see the timeline table), hence
+// two timeline entries.
 const setCols = `status = ?1, error = ?2, error_code = ?3, lease_owner = NULL, lease_expires = NULL,
-	output = CASE ?4 WHEN 1 THEN ?5 WHEN 2 THEN NULL ELSE output END,
+	output = CASE ?4 WHEN 1 THEN ?5 ELSE output END,
 	then_event = CASE ?6 WHEN 1 THEN ?7 ELSE then_event END,
 	retry_at = CASE ?8 WHEN 1 THEN ?9 ELSE retry_at END,
-	completed_at = CASE WHEN ?1 IN ('idle', 'running') THEN NULL ELSE ?10 END,
+	completed_at = ?10,
 	attempts = CASE WHEN ?11 THEN 0 ELSE attempts END,
 	version = CASE WHEN ?12 = '' THEN version ELSE ?12 END,
 	tl = tl + CASE status WHEN 'running' THEN 2 ELSE 1 END`
@@ -104,7 +101,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			claim: w(`UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = ?, lease_expires = ?,
 				started_at = ?, retry_at = NULL, output = NULL
 				WHERE id = ? AND status = 'idle' AND (retry_at IS NULL OR retry_at <= ?) RETURNING ` + claimCols),
-			finish:    w(`UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + finCols),
+			finish:    w(`UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols),
 			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
 			setCtx:    w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
 			heartbeat: w(`UPDATE runs SET lease_expires = ? WHERE status = 'running' AND lease_owner = ? RETURNING id, epoch`),

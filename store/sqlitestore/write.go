@@ -179,126 +179,149 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 	return res, err
 }
 
+// update applies one transition as the transition table says (see
+// store.Rule). An attempt's end, the hot path, is one UPDATE guarded by the
+// epoch in its WHERE clause, with no read; other actions read the run first
+// to check their precondition. Either way the SET list writes what the
+// rule's field writes say, and RETURNING gives the whole run back.
 func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 	var res store.UpdateResult
-	// Read the run when a precondition needs more than the UPDATE's WHERE.
-	var cur store.Run
-	needRead := len(u.From) > 0 || u.Reclaim || u.Epoch == 0
-	if needRead {
-		var err error
-		cur, _, err = scanRun(w.s.st.selRunW.QueryRowContext(w.ctx, u.RunID))
+	rule, err := u.Rule()
+	if err != nil {
+		return res, w.notFoundOr(u.RunID, err)
+	}
+	fast := rule.Guard == store.GuardEpoch
+	from := store.StatusRunning
+	var seq int64
+	if !fast {
+		cur, _, err := scanRun(w.s.st.selRunW.QueryRowContext(w.ctx, u.RunID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return res, store.ErrNotFound
 		}
 		if err != nil {
 			return res, err
 		}
-		if u.Epoch != 0 && (cur.Status != store.StatusRunning || cur.Epoch != u.Epoch) {
-			return res, store.ErrFenced
+		var f store.Facts
+		if rule.Guard == store.GuardReclaim {
+			f.OwnerGone = !w.s.ownerAlive(cur.LeaseOwner)
 		}
-		if u.Reclaim && cur.LeaseExpires.After(u.Now) && w.s.ownerAlive(cur.LeaseOwner) {
-			return res, store.ErrFenced
+		if err := rule.Check(&cur, u, f); err != nil {
+			return res, err
 		}
-		if len(u.From) > 0 && !statusIn(cur.Status, u.From) {
-			return res, &store.StatusError{RunID: cur.ID, Status: cur.Status}
-		}
+		from, seq = cur.Status, cur.Seq
 	}
-	to, errMsg, code, note := u.To, u.Error, u.ErrorCode, u.Note
 	var plan admitPlan
 	if u.Children != nil {
-		var err error
 		if plan, err = w.planAdmit(u.Children); err != nil {
 			return res, err
 		}
-		if len(plan.admit) == 0 {
-			if u.RequireChildren || u.NoChildren == nil {
-				return res, store.ErrNotAdmitted
-			}
-			to, errMsg, code, note = u.NoChildren.To, u.NoChildren.Error, u.NoChildren.ErrorCode, u.NoChildren.Note
+	}
+	o, fallback, err := rule.Outcome(u, len(plan.admit))
+	if err != nil {
+		if fast { // the epoch guard comes first (store.Rule.Check)
+			return res, w.guardOr(u, rule, err)
 		}
+		return res, err
 	}
-	// retry_at is set for an idle run and cleared otherwise: a run
-	// cancelled while waiting for a retry has no next attempt.
-	outMode, thenMode, retryAt := 0, 0, any(nil)
-	switch to {
-	case store.StatusCompleted, store.StatusDeferred:
-		outMode, thenMode = 1, 1
-	case store.StatusIdle:
-		outMode, retryAt = 2, ns(u.RetryAt)
-	}
-	args := []any{string(to), errMsg, code, outMode, blob(u.Output), thenMode, u.Then, 1, retryAt,
-		u.Now.UnixNano(), u.ResetAttempts, u.Version}
+	args := setArgs(rule, u, &o, fallback)
 	var row *sql.Row
-	if needRead {
-		row = w.s.st.update.QueryRowContext(w.ctx, append(args, cur.Seq)...)
-	} else {
+	if fast {
 		row = w.s.st.finish.QueryRowContext(w.ctx, append(args, u.RunID, u.Epoch)...)
-	}
-	var r store.Run
-	var tl int
-	var err error
-	if needRead {
-		r, tl, err = scanUpdated(row)
 	} else {
-		// The attempt knows the run; return what the update decided
-		// (store.UpdateResult) without reading the rest back.
-		var started int64
-		err = row.Scan(&r.Seq, &r.Process, &r.Attempts, &started, &tl)
-		r.ID, r.Epoch, r.StartedAt, r.Status, r.Error, r.ErrorCode = u.RunID, u.Epoch, time.Unix(0, started), to, errMsg, code
-		switch to {
-		case store.StatusCompleted, store.StatusDeferred:
-			r.Output, r.Then, r.CompletedAt = u.Output, u.Then, u.Now
-		case store.StatusIdle:
-			r.RetryAt = u.RetryAt
-		default:
-			r.CompletedAt = u.Now
-		}
+		row = w.s.st.update.QueryRowContext(w.ctx, append(args, seq)...)
 	}
+	r, tl, err := scanUpdated(row)
 	if errors.Is(err, sql.ErrNoRows) { // the epoch no longer owns the run
-		var seq int64
-		if err := w.s.st.seqOf.QueryRowContext(w.ctx, u.RunID).Scan(&seq); errors.Is(err, sql.ErrNoRows) {
-			return res, store.ErrNotFound
-		}
-		return res, store.ErrFenced
+		return res, w.notFoundOr(u.RunID, store.ErrFenced)
 	}
 	if err != nil {
 		return res, err
 	}
-	from := store.StatusRunning
-	if needRead {
-		from = cur.Status
-	}
-	w.moved(r.Process, from, to)
+	w.moved(r.Process, from, r.Status)
 	if u.Children != nil {
 		if err := w.writeAdmit(u.Children, &plan); err != nil {
 			return res, err
 		}
 		res.Children = plan.res
 	}
-	if u.ClearStartedEffects {
-		if _, err := w.exec(w.s.st.effClear, r.Seq); err != nil {
-			return res, err
-		}
+	if err := w.writeEffects(rule.Effects, &r, u); err != nil {
+		return res, err
 	}
-	if d := u.CompleteEffect; d != nil {
-		if _, err := w.exec(w.s.st.effDone, r.Seq, d.Key, r.Epoch, blob(d.Output), u.Now.UnixNano(), u.Now.UnixNano()); err != nil {
-			return res, err
-		}
-	}
-	if err := w.timeline(&r, from, tl, u.Now, errMsg, code, note); err != nil {
+	if err := w.timeline(&r, from, tl, u.Now, o.Error, o.ErrorCode, o.Note); err != nil {
 		return res, err
 	}
 	res.Run = r
 	return res, nil
 }
 
-func statusIn(st store.Status, set []store.Status) bool {
-	for _, v := range set {
-		if v == st {
-			return true
-		}
+// setArgs are the arguments of setCols for an update following rule with
+// outcome o (the rule's fallback if fallback is set): the rule's field
+// writes, as modes and values.
+func setArgs(rule *store.Rule, u *store.Update, o *store.Outcome, fallback bool) []any {
+	outW, thenW := rule.Output, rule.Then
+	if fallback { // the primary outcome's output is not recorded
+		outW, thenW = store.Keep, store.Keep
 	}
-	return false
+	outMode, out := mode(outW, blob(u.Output), nil)
+	thenMode, then := mode(thenW, u.Then, "")
+	retryMode, retryAt := mode(rule.RetryAt, ns(u.RetryAt), nil)
+	completed := ns(u.Now)
+	if o.To.Active() {
+		completed = nil
+	}
+	return []any{string(o.To), o.Error, o.ErrorCode, outMode, out, thenMode, then, retryMode, retryAt,
+		completed, rule.ResetAttempts, u.Version}
+}
+
+// mode turns a field write into setCols's mode (0 keep, 1 set) and value:
+// the update's value v for Set, zero for Clear.
+func mode(w store.Write, v, zero any) (int, any) {
+	switch w {
+	case store.Set:
+		return 1, v
+	case store.Clear:
+		return 1, zero
+	}
+	return 0, zero
+}
+
+// writeEffects changes the run's effect records as its transition says.
+func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update) error {
+	var err error
+	switch ew {
+	case store.EffectsClearStarted:
+		_, err = w.exec(w.s.st.effClear, r.Seq)
+	case store.EffectsComplete:
+		d := u.CompleteEffect
+		_, err = w.exec(w.s.st.effDone, r.Seq, d.Key, r.Epoch, blob(d.Output), u.Now.UnixNano(), u.Now.UnixNano())
+	}
+	return err
+}
+
+// guardOr returns the error of the rule's guard for the run, or err if it
+// passes: the refusal of an update whose guard the fast path left to the
+// UPDATE's WHERE clause.
+func (w *wtx) guardOr(u *store.Update, rule *store.Rule, err error) error {
+	cur, _, rerr := scanRun(w.s.st.selRunW.QueryRowContext(w.ctx, u.RunID))
+	if errors.Is(rerr, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	if rerr != nil {
+		return rerr
+	}
+	if gerr := rule.Check(&cur, u, store.Facts{}); gerr != nil {
+		return gerr
+	}
+	return err
+}
+
+// notFoundOr returns ErrNotFound for an unknown run, else err.
+func (w *wtx) notFoundOr(runID string, err error) error {
+	var seq int64
+	if e := w.s.st.seqOf.QueryRowContext(w.ctx, runID).Scan(&seq); errors.Is(e, sql.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	return err
 }
 
 // ownerAlive reports whether a lease owner may still be alive: one seen in

@@ -277,5 +277,5 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 func isSentinel(err error) bool {
 	var se *store.StatusError
 	return errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
-		errors.Is(err, store.ErrNotAdmitted) || errors.As(err, &se)
+		errors.Is(err, store.ErrNotAdmitted) || errors.Is(err, store.ErrInvalidUpdate) || errors.As(err, &se)
 }

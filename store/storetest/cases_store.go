@@ -313,7 +313,7 @@ func storeCases() []Case {
 		}},
 		Case{Name: "Store/Transitions/Allowed", Spec: []int{140}, Fn: func(h *H) {
 			// idle → running (claim), running → completed, running → errored,
-			// idle → errored (cancel), running → idle (retry), errored → idle (repair).
+			// idle → cancelled (cancel), running → idle (retry), errored → idle (repair).
 			r := h.Claim(h.Admit("p", "ev", nil).ID, "o", time.Minute)
 			_, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: store.StatusCompleted})
 			expect(h, "running→completed", err, nil)
@@ -325,8 +325,8 @@ func storeCases() []Case {
 			expect(h, "running→errored", err, nil)
 			_, err = h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Now: h.Now(), From: []store.Status{store.StatusErrored}, To: store.StatusIdle})
 			expect(h, "errored→idle", err, nil)
-			_, err = h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Now: h.Now(), From: []store.Status{store.StatusIdle, store.StatusRunning}, To: store.StatusErrored})
-			expect(h, "idle→errored", err, nil)
+			_, err = h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Now: h.Now(), From: []store.Status{store.StatusIdle, store.StatusRunning}, To: store.StatusCancelled})
+			expect(h, "idle→cancelled", err, nil)
 		}},
 		Case{Name: "Store/Transitions/Refused", Spec: []int{141}, Fn: func(h *H) {
 			idle := h.Admit("p", "ev", nil)
@@ -337,9 +337,9 @@ func storeCases() []Case {
 			h.St.Update(h.Ctx(), store.Update{RunID: done.ID, Epoch: done.Epoch, Now: h.Now(), To: store.StatusCompleted})
 			rs, _ := h.St.Claim(h.Ctx(), store.ClaimRequest{IDs: []string{done.ID}, Owner: "o", Now: h.Now(), LeaseUntil: h.Now().Add(time.Minute)})
 			expect(h, "completed→running", len(rs), 0)
-			_, err = h.St.Update(h.Ctx(), store.Update{RunID: done.ID, Now: h.Now(), From: []store.Status{store.StatusIdle, store.StatusRunning}, To: store.StatusErrored})
+			_, err = h.St.Update(h.Ctx(), store.Update{RunID: done.ID, Now: h.Now(), From: []store.Status{store.StatusIdle, store.StatusRunning}, To: store.StatusCancelled})
 			var se *store.StatusError
-			expect(h, "completed→errored", errors.As(err, &se) && se.Status == store.StatusCompleted, true)
+			expect(h, "completed→cancelled", errors.As(err, &se) && se.Status == store.StatusCompleted, true)
 			failed := h.Claim(h.Admit("p", "ev", nil).ID, "o", time.Minute)
 			h.St.Update(h.Ctx(), store.Update{RunID: failed.ID, Epoch: failed.Epoch, Now: h.Now(), To: store.StatusErrored})
 			rs, _ = h.St.Claim(h.Ctx(), store.ClaimRequest{IDs: []string{failed.ID}, Owner: "o", Now: h.Now(), LeaseUntil: h.Now().Add(time.Minute)})

@@ -113,6 +113,13 @@ func Run(t *testing.T, f Factory) {
 			c.Fn(h)
 		})
 	}
+	// Every action of the transition table from every status, through the
+	// store, compared with store.Apply.
+	t.Run("TransitionTable", func(t *testing.T) {
+		st := f.Open(t, t.TempDir())
+		defer st.Close()
+		CheckTransitions(t, st)
+	})
 }
 
 // H is the per-case helper: the store under test and shorthands for the

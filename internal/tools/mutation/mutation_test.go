@@ -97,7 +97,7 @@ func namedTestExists(root string, test Test) error {
 		if err != nil {
 			return err
 		}
-		if !strings.Contains(suite, `Name: "`+c+`"`) {
+		if !strings.Contains(suite, `Name: "`+c+`"`) && !strings.Contains(suite, `t.Run("`+c+`"`) {
 			return fmt.Errorf("%s: the store suite (store/storetest) has no case %s", test, c)
 		}
 	}

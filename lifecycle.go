@@ -1,0 +1,244 @@
+package yella
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/yella-go/yella/internal/dispatch"
+	"github.com/yella-go/yella/store"
+)
+
+// The lifecycle pipeline. Every change of a run's status, whoever makes it,
+// goes through three steps:
+//
+//   - decide: pure functions turn a handler's result, the retry policy or an
+//     operator's request into a store.Update that names its action;
+//   - apply: one store call applies it, as the transition table
+//     (store.Transitions) says, atomically with the follow-up runs it admits;
+//   - settle: the one place that hands runs to the dispatcher, publishes the
+//     admitted, dropped and outcome events, and releases the attempt's slot.
+//
+// Emit, which creates runs rather than changing one, shares settle's
+// admitted: the one place that indexes admitted runs and announces them.
+
+// change is one run's change through the pipeline.
+type change struct {
+	u store.Update
+	// run is the run as the decision saw it: the subject of the events of
+	// a change refused before it reached the store.
+	run *store.Run
+	// slot is the attempt's dispatcher slot, released by settle (nil for
+	// changes that hold none).
+	slot *dispatch.Item
+	// persist retries transient store failures (an attempt's outcome must
+	// not be lost); otherwise the caller gets the error.
+	persist bool
+	dur     time.Duration // the attempt's duration, for the outcome events
+	// event is the action's own event, published first: an operator's
+	// action, a reclaim. Operator actions publish nothing else.
+	event EventType
+	// depth: the follow-up would exceed Config.MaxChainDepth.
+	depth bool
+}
+
+// commit applies a decided change and settles it: the store's answer and
+// error (the slot is released either way).
+func (e *Engine) commit(ctx context.Context, c *change) (store.UpdateResult, error) {
+	var res store.UpdateResult
+	err := e.apply(ctx, c, &res)
+	e.settle(c, &res, err)
+	return res, err
+}
+
+// apply is the pipeline's one store call.
+func (e *Engine) apply(ctx context.Context, c *change, res *store.UpdateResult) error {
+	if !c.persist {
+		var err error
+		*res, err = e.store.Update(ctx, c.u)
+		return err
+	}
+	return e.persist("finish", func() error {
+		var err error
+		*res, err = e.store.Update(ctx, c.u)
+		return err
+	})
+}
+
+// settle makes a change known once the store answered err: follow-up runs
+// are handed to the dispatcher and announced, a run an operator ended is
+// taken from it, the change's events are published, and a run that is idle
+// now (a retry, a requeue) is handed to the dispatcher. The
+// attempt's slot is released last, so waiters never see the chain idle in
+// between.
+func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
+	if c.slot != nil {
+		defer e.disp.Done(*c.slot)
+	}
+	if err != nil {
+		e.refused(c, err)
+		return
+	}
+	r := &res.Run
+	if c.u.Children != nil {
+		e.admitted(c.u.Children, res.Children)
+	}
+	if c.u.Epoch == 0 && !r.Status.Active() {
+		e.stop(r.ID) // an operator ended (or set aside) the run
+	}
+	e.announce(c, r, res.Children.Admitted)
+	if r.Status == store.StatusIdle {
+		// After its events: a retry that starts at once must not announce
+		// its own outcome before this one.
+		e.enqueue(itemOf(r))
+	}
+}
+
+// refused publishes what a change the store refused (or the decision
+// stopped before the store) still owes: the drops of a follow-up that
+// admitted no run, and a depth refusal. Its run is unchanged.
+func (e *Engine) refused(c *change, err error) {
+	if a := c.u.Children; a != nil && errors.Is(err, store.ErrNotAdmitted) {
+		for _, nr := range a.Runs {
+			e.publishDrop(a.Event, nr.Process, a.CorrelationID)
+		}
+	}
+	if c.depth && c.run != nil {
+		ev := runEvent(c.run)
+		ev.Error, ev.Code = err.Error(), CodeOf(err)
+		e.publish(with(ev, RunDepth))
+	}
+}
+
+// admitted indexes the runs an admission created and announces them, with
+// its drops: the one place that does, for emissions and follow-ups alike.
+func (e *Engine) admitted(a *store.Admission, res store.AdmitResult) {
+	for i := range res.Admitted {
+		e.enqueue(itemOf(&res.Admitted[i]))
+	}
+	for i := range res.Admitted {
+		e.publish(with(runEvent(&res.Admitted[i]), RunAdmitted))
+	}
+	for _, d := range res.Dropped {
+		e.publishDrop(a.Event, d.Process, a.CorrelationID)
+	}
+}
+
+// stop takes a run an operator ended from the dispatcher, or cancels the
+// attempt executing it here (its later writes are fenced).
+func (e *Engine) stop(id string) {
+	if e.disp.Remove(id) {
+		return
+	}
+	e.mu.Lock()
+	a := e.running[id]
+	e.mu.Unlock()
+	if a != nil {
+		a.cancel(errCancelled)
+	}
+}
+
+// announce publishes the events of a change that applied: the action's
+// own event, then, for an attempt's end or a reclaim, the outcome by the
+// run's new status.
+func (e *Engine) announce(c *change, r *store.Run, children []store.Run) {
+	ev := runEvent(r)
+	ev.Duration, ev.Error, ev.Code, ev.Children = c.dur, r.Error, Code(r.ErrorCode), runIDs(children)
+	if d := c.u.CompleteEffect; d != nil {
+		ev.EffectKey = d.Key
+	}
+	if c.event != "" {
+		e.publish(with(ev, c.event))
+	}
+	if c.u.Epoch == 0 || c.u.Action == store.ActionHandBack {
+		return // an operator's action, or a run left for an engine that has its handler
+	}
+	switch r.Status {
+	case store.StatusCompleted, store.StatusDeferred:
+		e.publish(with(ev, RunComplete))
+		return
+	case store.StatusIdle:
+		e.publish(with(ev, RunRetry))
+		return
+	case store.StatusDead:
+		e.publish(with(ev, RunDead))
+	case store.StatusFenced:
+		e.publish(with(ev, RunFenced))
+	default:
+		if c.depth {
+			e.publish(with(ev, RunDepth))
+		}
+	}
+	e.publish(with(ev, RunError))
+}
+
+// failure decides where an attempt that failed (or was abandoned) goes,
+// attempts being its number: retried (not before the time returned),
+// dead-lettered past the retry budget, or failed for good when no retry
+// policy applies. An abandoned attempt is retried at once, and without a
+// policy it is retried Config.AbandonRetries times: it did not fail.
+func (e *Engine) failure(p *registered, attempts int, abandoned bool, now time.Time) (store.Action, time.Time) {
+	pol := e.cfg.Retry
+	if p != nil && p.Retry != nil {
+		pol = p.Retry
+	}
+	switch {
+	case pol != nil && attempts <= pol.Max:
+		if abandoned {
+			return store.ActionRetryLater, time.Time{}
+		}
+		return store.ActionRetryLater, now.Add(pol.delay(attempts))
+	case pol != nil:
+		return store.ActionDeadLetter, time.Time{}
+	case abandoned && attempts <= e.cfg.AbandonRetries:
+		return store.ActionRetryLater, time.Time{}
+	case abandoned:
+		return store.ActionDeadLetter, time.Time{}
+	}
+	return store.ActionFail, time.Time{}
+}
+
+// abandonment decides the change of a run whose attempt is gone: one
+// attempt counted, retried within the retry budget, else dead-lettered.
+// reclaim marks the sweeper's reclaim of a lease whose holder is gone,
+// which a lease renewed meanwhile refuses. A run of a process this engine
+// does not have is only handed back (idle): its retry policy is not known
+// here, so it is not this engine's to end.
+func (e *Engine) abandonment(r *store.Run, now time.Time, why string, code Code, reclaim bool) store.Update {
+	p := e.lookup(r.Process)
+	act, _ := e.failure(p, r.Attempts, true, now)
+	if p == nil {
+		act = store.ActionRetryLater
+	}
+	msg := why
+	if reclaim && r.LeaseOwner != "" {
+		msg = why + " (owner " + r.LeaseOwner + ")"
+	}
+	u := store.Update{RunID: r.ID, Epoch: r.Epoch, Now: now, Action: act, Error: msg, ErrorCode: string(code), Note: why}
+	if reclaim {
+		u.Action, u.Reclaim, u.To = store.ActionReclaim, true, store.StatusIdle
+		if act == store.ActionDeadLetter {
+			u.To = store.StatusDead
+		}
+	}
+	return u
+}
+
+// followUp builds the admission of parent's follow-up event: one run per
+// process listening to event, one level deeper in parent's chain, with
+// payload and the context vars. It is refused, with CodeChainDepthExceeded
+// or CodeNotAdmitted, past Config.MaxChainDepth or when no process listens.
+func (e *Engine) followUp(parent *store.Run, event string, payload, vars json.RawMessage, now time.Time) (*store.Admission, *Error) {
+	if parent.Depth+1 > e.cfg.MaxChainDepth {
+		return nil, &Error{Code: CodeChainDepthExceeded, Msg: fmt.Sprintf("max chain depth exceeded: follow-up %s would be at depth %d (limit %d)",
+			event, parent.Depth+1, e.cfg.MaxChainDepth)}
+	}
+	targets := e.listeners(event)
+	if len(targets) == 0 {
+		return nil, &Error{Code: CodeNotAdmitted, Msg: "follow-up event " + event + " was not admitted: no process listens to it"}
+	}
+	return &store.Admission{Event: event, Payload: payload, Runs: newRuns(targets), ParentID: parent.ID,
+		CorrelationID: parent.CorrelationID, Depth: parent.Depth + 1, Context: vars, Now: now}, nil
+}
