@@ -1,10 +1,10 @@
 // Package store defines what the Yella engine needs from storage: the
 // records it keeps and the atomic operations it performs on them.
 //
-// It is implemented by store/memstore and store/sqlitestore and checked by
-// the conformance suite in store/storetest. It is a seam inside this
-// repository, not a stable extension point: methods may change between
-// releases.
+// It is implemented by store/memstore, store/sqlitestore and store/pgstore
+// and checked by the conformance suite in store/storetest. It is a seam
+// inside this repository, not a stable extension point: methods may change
+// between releases.
 //
 // The contract is shaped by three rules that every implementation keeps:
 //
@@ -20,7 +20,10 @@
 //     runs it applies to and what it writes. Apply is the table's reference
 //     implementation; stores apply it or are checked against it.
 //   - Times come from the caller. Stores never read the clock, so the engine's
-//     clock (a fake one in tests) decides every timestamp and expiry.
+//     clock (a fake one in tests) decides every timestamp and expiry. The
+//     one exception is a store shared by several engine processes (Shared):
+//     whether another process is gone is decided on the database's clock,
+//     because the processes' clocks may disagree.
 package store
 
 import (
