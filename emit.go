@@ -79,12 +79,14 @@ func (em Emission) Err() error {
 // CodeInvalidPayload, CodeStopped after Stop, CodeUnavailable when the
 // store fails. On error nothing is admitted.
 func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...EmitOption) (Emission, error) {
-	em, _, err := e.emit(ctx, event, payload, opts)
+	em, _, err := e.emit(ctx, nil, event, payload, opts)
 	return em, err
 }
 
 // emit is Emit, also returning what the store knows of the pruned runs.
-func (e *Engine) emit(ctx context.Context, event string, payload any, opts []EmitOption) (Emission, []store.Run, error) {
+// via, if not nil, admits instead of the store, in a caller's transaction
+// (EmitTx): its runs are not announced.
+func (e *Engine) emit(ctx context.Context, via store.Admitter, event string, payload any, opts []EmitOption) (Emission, []store.Run, error) {
 	var o emitOpts
 	for _, opt := range opts {
 		opt(&o)
@@ -102,11 +104,17 @@ func (e *Engine) emit(ctx context.Context, event string, payload any, opts []Emi
 		return Emission{}, nil, err
 	}
 	adm := &store.Admission{Event: event, Payload: enc, IdempotencyKey: o.key, Runs: newRuns(targets), Now: e.clock.Now()}
-	res, err := e.store.Admit(ctx, *adm)
+	admit := e.store.Admit
+	if via != nil {
+		admit = via.Admit
+	}
+	res, err := admit(ctx, *adm)
 	if err != nil {
 		return Emission{}, nil, storeErr("emit", "", err)
 	}
-	e.admitted(adm, res)
+	if via == nil {
+		e.admitted(adm, res)
+	}
 	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing), Pruned: runIDs(res.Pruned)}
 	em.Existing = append(em.Existing, em.Pruned...)
 	for _, d := range res.Dropped {
@@ -138,7 +146,7 @@ func (e *Engine) publishDrop(event, process, correlation string) {
 // IdempotencyKey, CreatedAt and Status completed. Delayed retries are
 // waited for; ctx bounds the wait (an error with CodeDrainTimeout).
 func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opts ...EmitOption) ([]Run, error) {
-	em, pruned, err := e.emit(ctx, event, payload, opts)
+	em, pruned, err := e.emit(ctx, nil, event, payload, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +156,9 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 		r, err := e.store.Run(ctx, id)
 		if err != nil {
 			return nil, storeErr("emit and wait", id, err)
+		}
+		if err := e.waitShared(ctx, r.CorrelationID); err != nil {
+			return nil, err
 		}
 		ch := e.disp.CorrelationDone(r.CorrelationID)
 		select {

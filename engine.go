@@ -31,6 +31,7 @@ type Engine struct {
 	byEvent map[string][]*registered
 
 	disp    *dispatch.Dispatcher
+	node    *node // on a shared store (shared.go), else nil
 	rec     *obs.Recorder
 	metrics counters
 	subs    subscribers
@@ -92,7 +93,10 @@ func New(cfg Config) (*Engine, error) {
 		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{},
 	}
 	e.runCtx, e.stopRun = context.WithCancelCause(context.Background())
-	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(it) }})
+	if sh, ok := cfg.Store.(store.Shared); ok {
+		e.node = newNode(e, sh)
+	}
+	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(it) }, Freed: e.freed})
 	return e, nil
 }
 
@@ -203,10 +207,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.state = stateStarted
 	e.mu.Unlock()
 	fail := func(err error) error {
+		e.leaveNode()
 		e.mu.Lock()
 		e.state = stateNew
 		e.mu.Unlock()
 		return storeErr("start", "", err)
+	}
+	if err := e.joinNode(ctx); err != nil {
+		return fail(err)
 	}
 	if err := e.reclaim(ctx, true); err != nil {
 		return fail(err)
@@ -214,7 +222,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	// The first page of idle runs is dispatched at once; the rest is loaded
 	// in the background, so a large backlog does not delay recovery. Drain
 	// waits for the loading (a dispatcher hold).
-	first, err := e.store.Pending(ctx, 0, pendingPage)
+	first, err := e.firstPending(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -256,6 +264,10 @@ func pendingItems(ps []store.Pending) []dispatch.Item {
 func (e *Engine) loadPending(after int64) {
 	defer e.loopWG.Done()
 	defer e.disp.Release()
+	if e.node != nil { // a node claims through the store
+		e.node.poke()
+		return
+	}
 	for {
 		var page []store.Pending
 		err := e.persist("load pending", func() error {
@@ -324,6 +336,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Unlock()
 
 	e.disp.Pause()
+	e.stopNode()
 	var stopErr error
 	select {
 	case <-e.disp.Quiet():
@@ -336,6 +349,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.flush(time.Time{})
 	e.disp.Close()
 	e.stopRun(errStopped)
+	e.leaveNode()
 	e.mu.Lock()
 	e.state = stateStopped
 	close(e.stopped)
@@ -519,6 +533,10 @@ func (e *Engine) enqueue(items ...dispatch.Item) {
 		}
 	}
 	e.regMu.RUnlock()
+	if e.node != nil {
+		e.node.enqueue(keep)
+		return
+	}
 	if len(keep) > 0 {
 		e.disp.Add(keep...)
 	}

@@ -53,6 +53,8 @@ var engineStores = []struct {
 	f    storetest.Factory
 	// slow: skipped with -short (a real file per case; slow under -race).
 	slow bool
+	// skip, if set, says why the store's cases skip ("" runs them).
+	skip func() string
 }{
 	{name: "memstore", f: storetest.Factory{
 		Open:   func(testing.TB, string) store.Store { return memstore.New() },
@@ -68,6 +70,7 @@ var engineStores = []struct {
 		},
 		Durable: true,
 	}},
+	{name: "pgstore", slow: true, skip: pgSkip, f: pgFactory()},
 }
 
 // Case is one engine-suite check.
@@ -98,6 +101,9 @@ func TestEngineSuite(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			if s.slow && testing.Short() {
 				t.Skip("-short: the engine suite on " + s.name + " runs without -short")
+			}
+			if s.skip != nil && s.skip() != "" {
+				t.Skip(s.skip())
 			}
 			for _, c := range engineSuiteCases() {
 				t.Run(c.Name, func(t *testing.T) { runCase(t, s.f, c) })

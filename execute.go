@@ -58,6 +58,11 @@ func (e *Engine) execute(it dispatch.Item) {
 // begin claims the run and prepares its attempt; nil means there is
 // nothing to execute (the run is already dealt with).
 func (e *Engine) begin(it dispatch.Item) *attempt {
+	if e.node != nil {
+		if r, ok := e.node.take(it.ID); ok { // claimed through the shared store
+			return e.prepare(it, &r)
+		}
+	}
 	if e.lookup(it.Process) == nil { // unregistered since it was queued: leave the run idle
 		e.disp.Done(it)
 		return nil

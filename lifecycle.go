@@ -130,6 +130,9 @@ func (e *Engine) admitted(a *store.Admission, res store.AdmitResult) {
 // attempt executing it here (its later writes are fenced).
 func (e *Engine) stop(id string) {
 	if e.disp.Remove(id) {
+		if e.node != nil {
+			e.node.forget(id)
+		}
 		return
 	}
 	e.mu.Lock()
