@@ -58,7 +58,7 @@ type node struct {
 	wakeAt    time.Time            // the armed retry-time timer's time
 	stopTimer func() bool
 	stopPoll  func() bool
-	stopSoon  func() bool // the watch cooldown's timer, while armed
+	stopSoon  func() bool   // the watch cooldown's timer, while armed
 	backoff   time.Duration // after a failed claim
 	waiters   int           // chain waiters (EmitAndWait)
 	changed   chan struct{} // closed at the next change a waiter may care about
