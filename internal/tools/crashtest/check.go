@@ -89,28 +89,9 @@ func first(ids []string, n int) []string {
 // holding a started effect is a violation: in the workloads these tests
 // run, every path to completion passes each of the run's effects.
 func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
-	var r Report
-	acked, err := ReadLines(acksPath)
+	r, acked, execs, err := readFiles(witnessPath, acksPath)
 	if err != nil {
 		return r, err
-	}
-	distinct := map[string]bool{}
-	for _, k := range acked {
-		distinct[k] = true
-	}
-	r.Acked = len(distinct)
-	execs := map[string]int{} // run/key → body executions
-	witness, err := ReadLines(witnessPath)
-	if err != nil {
-		return r, err
-	}
-	for _, l := range witness {
-		var w WitnessLine
-		if err := json.Unmarshal([]byte(l), &w); err != nil {
-			return r, fmt.Errorf("witness line %q: %w", l, err)
-		}
-		execs[w.Run+"/"+w.Key]++
-		r.Executions++
 	}
 	db, ok, err := openSchema(dbPath)
 	if err != nil {
@@ -125,6 +106,52 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 	if err := db.QueryRow("PRAGMA integrity_check").Scan(&r.Integrity); err != nil {
 		return r, err
 	}
+	return checkDB(db, r, acked, execs, keyPrefix)
+}
+
+// CheckDB is Check on an open database of another store with the same
+// tables and columns (runs, timeline, effects): the PostgreSQL store's,
+// with its schema on the search path. Such a database has no integrity
+// pragma: its server checks itself, and Integrity is reported "ok".
+func CheckDB(db *sql.DB, witnessPath, acksPath, keyPrefix string) (Report, error) {
+	r, acked, execs, err := readFiles(witnessPath, acksPath)
+	if err != nil {
+		return r, err
+	}
+	r.Integrity = "ok"
+	return checkDB(db, r, acked, execs, keyPrefix)
+}
+
+// readFiles reads the acknowledgements and the witness: the acknowledged
+// keys and each effect body's executions (run/key → count).
+func readFiles(witnessPath, acksPath string) (r Report, acked []string, execs map[string]int, err error) {
+	acked, err = ReadLines(acksPath)
+	if err != nil {
+		return r, nil, nil, err
+	}
+	distinct := map[string]bool{}
+	for _, k := range acked {
+		distinct[k] = true
+	}
+	r.Acked = len(distinct)
+	execs = map[string]int{}
+	witness, err := ReadLines(witnessPath)
+	if err != nil {
+		return r, nil, nil, err
+	}
+	for _, l := range witness {
+		var w WitnessLine
+		if err := json.Unmarshal([]byte(l), &w); err != nil {
+			return r, nil, nil, fmt.Errorf("witness line %q: %w", l, err)
+		}
+		execs[w.Run+"/"+w.Key]++
+		r.Executions++
+	}
+	return r, acked, execs, nil
+}
+
+// checkDB checks the invariants on db (see Check).
+func checkDB(db *sql.DB, r Report, acked []string, execs map[string]int, keyPrefix string) (Report, error) {
 	byKey := map[string]bool{}
 	rows, err := db.Query("SELECT id, coalesce(idem_key, ''), status, error_code, parent_id IS NULL FROM runs")
 	if err != nil {
