@@ -17,7 +17,9 @@ import (
 
 var idSeq atomic.Int64
 
-func newID(prefix string) string { return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), idSeq.Add(1)) }
+func newID(prefix string) string {
+	return fmt.Sprintf("%s-%d-%d", prefix, time.Now().UnixNano(), idSeq.Add(1))
+}
 
 // admit admits n root runs of process p, each under limit (0: none).
 func admit(t *testing.T, s *pgstore.Store, p string, n, limit int) store.AdmitResult {
