@@ -60,6 +60,7 @@ type node struct {
 	stopPoll  func() bool
 	stopSoon  func() bool   // the watch cooldown's timer, while armed
 	backoff   time.Duration // after a failed claim
+	backlog   bool          // the last claim left claimable runs
 	waiters   int           // chain waiters (EmitAndWait)
 	changed   chan struct{} // closed at the next change a waiter may care about
 }
@@ -80,7 +81,9 @@ func (n *node) join(ctx context.Context) error {
 	return nil
 }
 
-// start begins claiming: the watch, the poll and the claim loop.
+// start begins claiming: the watch, the poll, a first claim (before
+// Start returns, like the first page of idle runs elsewhere) and the
+// claim loop.
 func (n *node) start() {
 	n.stopWatch = n.st.Watch(func(c store.Change) {
 		if c&store.ChangeGone != 0 {
@@ -93,7 +96,11 @@ func (n *node) start() {
 	})
 	n.e.Subscribe(func(Event) { n.notifyWaiters() })
 	n.poll()
-	n.poke()
+	n.mu.Lock()
+	n.gen++
+	n.holdLocked()
+	n.mu.Unlock()
+	n.claim()
 	go n.loop()
 }
 
@@ -293,10 +300,16 @@ func (n *node) claim() {
 		n.mu.Lock()
 		gen := n.gen
 		n.mu.Unlock()
-		// A few more than the free slots, so a freed slot starts its next
-		// run without waiting for a claim.
-		limit := min(n.e.disp.Free()+max(n.e.cfg.Concurrency/4, 1), claimBatch)
-		if limit <= 0 {
+		// A quarter more than the free slots, so a freed slot starts its
+		// next run without waiting for a claim; while the store has a
+		// backlog, claims wait until half of that buffer is used, so each
+		// claims several runs.
+		buffer := max(n.e.cfg.Concurrency/4, 1)
+		limit := min(n.e.disp.Free()+buffer, claimBatch)
+		n.mu.Lock()
+		backlog := n.backlog
+		n.mu.Unlock()
+		if limit <= 0 || (backlog && limit < max(buffer/2, 1)) {
 			return
 		}
 		now := n.e.clock.Now()
@@ -313,6 +326,7 @@ func (n *node) claim() {
 		}
 		n.mu.Lock()
 		n.backoff = 0
+		n.backlog = res.More
 		items := make([]dispatch.Item, len(res.Runs))
 		for i := range res.Runs {
 			r := res.Runs[i]

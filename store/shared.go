@@ -77,7 +77,8 @@ type ClaimNextResult struct {
 	// held back by a cap, or beyond Limit).
 	More bool
 	// NextAt is the earliest retry time after Now of an idle run of the
-	// requested processes (zero: none is waiting for one).
+	// requested processes (zero: none is waiting for one). A store may
+	// leave it zero when it claimed Limit runs: the caller claims again.
 	NextAt time.Time
 }
 

@@ -69,6 +69,10 @@ func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 			}
 		}
 		sort.Slice(res.Runs, func(i, j int) bool { return res.Runs[i].Seq < res.Runs[j].Seq })
+		if len(res.Runs) == req.Limit { // a full batch: there may be more, and the caller claims again
+			res.More = true
+			return nil
+		}
 		var next *int64
 		if err := w.tx.QueryRow(w.ctx, s.q.claimMore, all, req.Now.UnixNano()).Scan(&res.More, &next); err != nil {
 			return err

@@ -68,7 +68,9 @@ type Options struct {
 	// more of its own). Defaults to Writers + 6.
 	MaxConns int
 	// Writers is the number of group-commit writers: while one commits,
-	// another fills its batch. Defaults to 2.
+	// another fills its batch. Defaults to 1: on a small server more
+	// writers split the batches (measured on 2 vCPUs: 3,800 no-op runs/s
+	// with 1, 2,200 with 2, 2,100 with 4).
 	Writers int
 	// MaxBatch bounds the writes committed in one transaction. Defaults to
 	// 256.
@@ -102,7 +104,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, errors.New("pgstore: Options.MaxConns, Writers, MaxBatch, NodeHeartbeat, NodeTimeout and NotifyInterval must not be negative")
 	}
 	if o.Writers == 0 {
-		o.Writers = 2
+		o.Writers = 1
 	}
 	if o.MaxConns == 0 {
 		o.MaxConns = o.Writers + 6

@@ -365,3 +365,39 @@ func TestSchemaVersionChecked(t *testing.T) {
 		t.Errorf("open with a bad schema name: %v", err)
 	}
 }
+
+// TestFollowUpsCommitWithCompletion: a completion and the follow-up runs
+// it admits are one transaction: while its commit is held, another
+// connection sees neither; after it, both.
+func TestFollowUpsCommitWithCompletion(t *testing.T) {
+	ctx := context.Background()
+	s := openIn(t, t.TempDir(), pgstore.Options{})
+	parent := admit(t, s, "p", 1, 0).Admitted[0]
+	now := time.Now()
+	rs, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{parent.ID}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Hour)})
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	child := newID("child")
+	inCommit, release := holdFirstCommit(t, s.Schema())
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Update(ctx, store.Update{RunID: parent.ID, Epoch: rs[0].Epoch, Action: store.ActionComplete, Now: now, Then: "next", RequireChildren: true,
+			Children: &store.Admission{Event: "next", ParentID: parent.ID, CorrelationID: parent.ID, Depth: 1, Now: now, Runs: []store.NewRun{{ID: child, Process: "c"}}}})
+		done <- err
+	}()
+	<-inCommit
+	if _, err := s.Run(ctx, child); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the follow-up is visible before its parent's completion commits: %v", err)
+	}
+	if r, _ := s.Run(ctx, parent.ID); r.Status != store.StatusRunning {
+		t.Errorf("the parent is %s before its completion commits", r.Status)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Run(ctx, child); err != nil || r.ParentID != parent.ID {
+		t.Errorf("the follow-up after the commit: %v %+v", err, r)
+	}
+}

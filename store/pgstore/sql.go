@@ -76,10 +76,13 @@ func newQueries(schema string) queries {
 		RETURNING i.ord, ` + claimColsR)
 	// The oldest due idle runs of the given processes, skipping those
 	// another transaction is claiming: no node waits for another's rows.
-	q.claimNext = s(`WITH c AS (
+	// The runs are picked into an array, which the update reads by primary
+	// key: a join would let the statement's generic plan (its LIMIT is a
+	// parameter) hash the whole table.
+	q.claimNext = s(`UPDATE $S.runs r SET ` + claimSet + `
+		WHERE r.seq = ANY(ARRAY(
 			SELECT seq FROM $S.runs WHERE status = 'idle' AND (retry_at IS NULL OR retry_at <= $3) AND process = ANY($4)
-			ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED)
-		UPDATE $S.runs r SET ` + claimSet + ` FROM c WHERE r.seq = c.seq
+			ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED))
 		RETURNING 0::bigint, ` + claimColsR)
 	q.claimMore = s(`SELECT EXISTS (SELECT 1 FROM $S.runs WHERE status = 'idle' AND process = ANY($1)),
 		(SELECT min(retry_at) FROM $S.runs WHERE status = 'idle' AND retry_at > $2 AND process = ANY($1))`)

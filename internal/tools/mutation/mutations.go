@@ -20,6 +20,19 @@ func sqlTest(name string) Test {
 	return Test{Pkg: "./store/sqlitestore", Run: "^" + name + "$"}
 }
 
+// pgConf selects a case of the engine suite on the PostgreSQL store, and
+// pgTest a test of the PostgreSQL store's package: both need YELLA_PG_URL
+// (the mutations that use them name it in Needs).
+func pgConf(c string) Test {
+	return Test{Pkg: ".", Run: "^TestEngineSuite$/^pgstore$/^" + c + "$"}
+}
+func pgTest(name string) Test {
+	return Test{Pkg: "./store/pgstore", Run: "^" + name + "$"}
+}
+
+// pgURL is the variable the PostgreSQL tests need.
+const pgURL = "YELLA_PG_URL"
+
 var (
 	crashPoints = Test{Pkg: "./store/sqlitestore", Run: "^TestCrashPoints$", Full: true}
 	powerLoss   = Test{Pkg: "./internal/tools/trust", Run: "^TestPowerLoss$", Tags: "trust", Full: true, Timeout: 10 * time.Minute}
@@ -32,7 +45,10 @@ var (
 // README names them). Each edit's old text must occur exactly once in its
 // file; when the code it targets changes, the check fails naming the
 // mutation, which must then be re-targeted, not dropped.
-var All = []Mutation{
+var All = append(coreMutations, pgMutations...)
+
+// coreMutations break the guarantees of the engine and the SQLite store.
+var coreMutations = []Mutation{
 	{
 		Name:      "effect-start-after-body",
 		Guarantee: "an effect is recorded as started before its body runs",
@@ -223,6 +239,77 @@ var All = []Mutation{
 		}},
 		Tests: []Test{sqlTest("TestWALLimit")},
 	},
+}
+
+// pgMutations break the PostgreSQL store's guarantees: several engine
+// processes on one database.
+var pgMutations = []Mutation{
+	{
+		Name:      "pg-completion-ignores-epoch",
+		Guarantee: "PostgreSQL: an attempt's end carries its lease epoch: a stale or taken-over attempt's completion changes nothing",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "FROM i WHERE r.id = i.id AND r.status = 'running' AND r.epoch = i.epoch",
+			New:  "FROM i WHERE r.id = i.id AND r.status = 'running' AND i.epoch > 0",
+		}},
+		Tests: []Test{pgConf("Lease/StaleCompletionWhileRunning"), pgTest("TestGoneNodeRunsTakenOver")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-dead-node-not-reclaimed",
+		Guarantee: "PostgreSQL: a node whose heartbeat is older than the timeout loses its runs to the others at once",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "WHERE r.status = 'running' AND (n.seen < now() - make_interval(secs => $4)",
+			New:  "WHERE r.status = 'running' AND (n.seen < now() - make_interval(secs => $4) - interval '1 day'",
+		}},
+		Tests: []Test{pgTest("TestGoneNodeRunsTakenOver"), pgTest("TestNodesSurviveKills").full()},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-ack-before-commit",
+		Guarantee: "PostgreSQL: a write is acknowledged only after its transaction commits",
+		Edits: []Edit{{
+			File: "store/pgstore/writer.go",
+			Old:  "\t// Tests may hold or fail the commit here (internal/commithook).\n",
+			New:  "\tfor _, c := range cmds {\n\t\tselect {\n\t\tcase <-c.done:\n\t\tdefault:\n\t\t\tclose(c.done)\n\t\t}\n\t}\n\t// Tests may hold or fail the commit here (internal/commithook).\n",
+		}, {
+			File: "store/pgstore/writer.go",
+			Old:  "\tfor _, c := range batch {\n\t\tclose(c.done)\n\t}",
+			New:  "\tfor _, c := range batch {\n\t\tselect {\n\t\tcase <-c.done:\n\t\tdefault:\n\t\t\tclose(c.done)\n\t\t}\n\t}",
+		}},
+		Tests: []Test{pgTest("TestAdmitAnsweredAfterCommit")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-follow-ups-second-transaction",
+		Guarantee: "PostgreSQL: a completion and its follow-up runs commit together",
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "\t\tif res.Children, err = w.s.admit(w.ctx, w.tx, u.Children, w.moved); err != nil {",
+			New: "\t\tif err = pgx.BeginFunc(w.ctx, w.s.pool, func(tx pgx.Tx) error {\n\t\t\tvar err error\n" +
+				"\t\t\tres.Children, err = w.s.admit(w.ctx, tx, u.Children, w.moved)\n\t\t\treturn err\n\t\t}); err != nil {",
+		}},
+		Tests: []Test{pgTest("TestFollowUpsCommitWithCompletion")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-caps-not-locked",
+		Guarantee: "PostgreSQL: a process's running cap and admission bound are exact across nodes",
+		Edits: []Edit{{
+			File: "store/pgstore/admit.go",
+			Old:  "\tfor _, k := range keys {",
+			New:  "\tfor _, k := range keys[:0] {",
+		}},
+		Tests: []Test{pgTest("TestRunningCapExactAcrossNodes"), pgTest("TestAdmissionBoundExactAcrossNodes")},
+		Needs: pgURL,
+	},
+}
+
+// full returns the test as part of the full form only.
+func (t Test) full() Test {
+	t.Full = true
+	return t
 }
 
 // short returns the test as part of the short form.
