@@ -208,6 +208,13 @@ func Run(ctx context.Context, cfg RunConfig) error {
 		outMu.Unlock()
 	}
 	ecfg := yella.Config{Store: cfg.Store, Concurrency: scn.Concurrency, Retention: scn.RetentionOrDefault()}
+	if ecfg.Retention > 0 {
+		// Seeds are emitted with idempotency keys, which outlive their runs
+		// for Config.KeyRetention (7 days by default): a scenario with
+		// retention keeps them as long as its runs, so its database is
+		// bounded by the retention it states.
+		ecfg.KeyRetention = ecfg.Retention
+	}
 	eng, err := yella.New(ecfg)
 	if err != nil {
 		return err
