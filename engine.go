@@ -455,7 +455,7 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 func (e *Engine) abandon(r *store.Run, now time.Time, why string, code Code, reclaim bool, slot *dispatch.Item) {
 	c := &change{u: e.abandonment(r, now, why, code, reclaim), run: r, slot: slot}
 	if reclaim {
-		c.event = LeaseReclaim
+		c.event = LeaseReclaimed
 	}
 	if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
 		e.internalError("abandon", err)

@@ -185,8 +185,8 @@ func engineCases() []Case {
 			Expect(h, "status", r.Status, store.StatusErrored)
 			Expect(h, "error", r.Error, "kaput")
 			Expect(h, "no code", r.ErrorCode, "")
-			evs := h.Events(yella.RunError)
-			Expect(h, "run:error", len(evs), 1)
+			evs := h.Events(yella.RunFailed)
+			Expect(h, "run:failed", len(evs), 1)
 			if len(evs) == 1 {
 				Expect(h, "event error", evs[0].Error, "kaput")
 			}
@@ -335,7 +335,7 @@ func engineCases() []Case {
 				Expect(h, r.Process+" correlation", r.CorrelationID, id)
 				Expect(h, r.Process+" status", r.Status, store.StatusCompleted)
 			}
-			evs := h.Events(yella.RunComplete)
+			evs := h.Events(yella.RunCompleted)
 			for _, ev := range evs {
 				if ev.RunID == id {
 					Expect(h, "children on event", len(ev.Children), 2)
@@ -364,7 +364,7 @@ func engineCases() []Case {
 				Expect(h, r.Process, r.Status, store.StatusCompleted)
 			}
 		}},
-		Case{Name: "Chain/DepthExceeded", Spec: []int{144}, Note: "fixes gap 6: the overflow emits run:depth-exceeded and run:error and is counted", Fn: func(h *H) {
+		Case{Name: "Chain/DepthExceeded", Spec: []int{144}, Note: "fixes gap 6: the overflow emits run:depth-exceeded and run:failed and is counted", Fn: func(h *H) {
 			e := h.Started(yella.Config{MaxChainDepth: 1},
 				Proc("s0", "e0", func(c *yella.Ctx) yella.Result { return c.OK(nil, yella.Then("e1")) }),
 				Proc("s1", "e1", func(c *yella.Ctx) yella.Result { return c.OK(nil, yella.Then("e2")) }),
@@ -376,8 +376,8 @@ func engineCases() []Case {
 			Expect(h, "e0", chain[0].Status, store.StatusCompleted)
 			Expect(h, "e1", chain[1].Status, store.StatusErrored)
 			Expect(h, "e1 code", chain[1].ErrorCode, string(yella.CodeChainDepthExceeded))
-			Expect(h, "event", len(h.Events(yella.RunDepth)), 1)
-			Expect(h, "run:error", len(h.Events(yella.RunError)), 1)
+			Expect(h, "event", len(h.Events(yella.RunDepthExceeded)), 1)
+			Expect(h, "run:failed", len(h.Events(yella.RunFailed)), 1)
 			m, _ := e.Metrics(h.Ctx())
 			Expect(h, "metric", m.Totals.DepthExceeded, int64(1))
 		}},
@@ -476,7 +476,7 @@ func engineCases() []Case {
 		}},
 
 		// Per-process caps.
-		Case{Name: "Caps/DropWhileActive", Spec: []int{122, 146, 188, 169}, Note: "fixes gap 8: drops are reported in Emission.Dropped, a run:drop event and metrics; changed: dropping is the explicit yella.Drop overflow (the default queues, see Caps/DefaultQueuesBeyondCap)", Fn: func(h *H) {
+		Case{Name: "Caps/DropWhileActive", Spec: []int{122, 146, 188, 169}, Note: "fixes gap 8: drops are reported in Emission.Dropped, a run:dropped event and metrics; changed: dropping is the explicit yella.Drop overflow (the default queues, see Caps/DefaultQueuesBeyondCap)", Fn: func(h *H) {
 			g := newGate()
 			var n atomic.Int32
 			e := h.Started(yella.Config{}, yella.Process{Name: "single", On: "ev", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result {

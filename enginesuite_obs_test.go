@@ -32,7 +32,7 @@ func obsCases() []Case {
 					return c.OK(nil)
 				}),
 				Proc("doomed", "c", func(c *yella.Ctx) yella.Result { return c.Error(errors.New("always")) }))
-			for _, t := range []yella.EventType{yella.RunStart, yella.RunComplete, yella.RunError, yella.RunRetry, yella.RunDead} {
+			for _, t := range []yella.EventType{yella.RunStarted, yella.RunCompleted, yella.RunFailed, yella.RunRetryScheduled, yella.RunDeadLettered} {
 				panicOn(e, t)
 			}
 			var after atomic.Int32
@@ -51,7 +51,7 @@ func obsCases() []Case {
 			e := h.Started(yella.Config{}, Proc("a", "ev", Noop))
 			var n atomic.Int32
 			unsub := e.Subscribe(func(ev yella.Event) {
-				if ev.Type == yella.RunComplete {
+				if ev.Type == yella.RunCompleted {
 					n.Add(1)
 				}
 			})
@@ -91,7 +91,7 @@ func obsCases() []Case {
 					yella.Effect(c, "e", func(context.Context) (int, error) { return 0, errors.New("effect down") })
 					return c.Error(errors.New("boom"))
 				}))
-			panicOn(e, yella.RunStart) // one internal error per start
+			panicOn(e, yella.RunStarted) // one internal error per start
 			h.One(e, "a", nil)
 			h.One(e, "b", nil)
 			h.Drain(e)

@@ -89,13 +89,13 @@ func safetyCases() []Case {
 			Expect(h, "timeline status", last.Status, store.StatusCancelled)
 			Expect(h, "timeline note", last.Note, "cancelled")
 
-			evs := h.Events(yella.RunCancel)
-			Expect(h, "run:cancel", len(evs), 1)
+			evs := h.Events(yella.RunCancelled)
+			Expect(h, "run:cancelled", len(evs), 1)
 			if len(evs) == 1 {
 				Expect(h, "event status", evs[0].Status, store.StatusCancelled)
 				Expect(h, "event code", evs[0].Code, yella.CodeCancelled)
 			}
-			Expect(h, "no run:error", len(h.Events(yella.RunError)), 0)
+			Expect(h, "no run:failed", len(h.Events(yella.RunFailed)), 0)
 			m, _ := e.Metrics(h.Ctx())
 			Expect(h, "queue cancelled", m.Queue[store.StatusCancelled], int64(1))
 			Expect(h, "queue errored", m.Queue[store.StatusErrored], int64(0))

@@ -74,39 +74,39 @@ func (m *counters) record(ev *Event) {
 		}
 		m.drops[ev.Process]++
 		m.mu.Unlock()
-	case RunStart:
+	case RunStarted:
 		m.started.Add(1)
-	case RunComplete:
+	case RunCompleted:
 		m.completed.Add(1)
-	case RunError:
+	case RunFailed:
 		m.failed.Add(1)
-	case RunRetry:
+	case RunRetryScheduled:
 		m.retries.Add(1)
-	case RunDead:
+	case RunDeadLettered:
 		m.dead.Add(1)
 	case RunFenced:
 		m.fenced.Add(1)
-	case RunResume:
+	case RunResumed:
 		m.resumes.Add(1)
-	case RunCancel:
+	case RunCancelled:
 		m.cancels.Add(1)
-	case RunRetryAsked:
+	case RunRetried:
 		m.manualRetries.Add(1)
-	case RunRequeue:
+	case RunRequeued:
 		m.requeues.Add(1)
-	case RunDepth:
+	case RunDepthExceeded:
 		m.depth.Add(1)
-	case LeaseReclaim:
+	case LeaseReclaimed:
 		m.reclaims.Add(1)
 	case InternalError:
 		m.internalErrors.Add(1)
-	case EffectComplete:
+	case EffectCompleted:
 		m.effCompleted.Add(1)
-	case EffectError:
+	case EffectFailed:
 		m.effFailed.Add(1)
-	case EffectReplay:
+	case EffectReplayed:
 		m.effReplayed.Add(1)
-	case EffectDone:
+	case EffectResolved:
 		m.effResolved.Add(1)
 	}
 }

@@ -125,7 +125,7 @@ func init() {
 			return c.OK(charge + " " + note)
 		}})
 		eng.Subscribe(func(ev yella.Event) {
-			if ev.Type == yella.EffectComplete && ev.EffectKey == "str:charge" && args["crash"] == "after-charge-complete" {
+			if ev.Type == yella.EffectCompleted && ev.EffectKey == "str:charge" && args["crash"] == "after-charge-complete" {
 				die() // the charge is recorded; the run is not finished
 			}
 		})
