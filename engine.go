@@ -530,7 +530,7 @@ func itemOf(r *store.Run) dispatch.Item {
 
 func runEvent(r *store.Run) Event {
 	return Event{RunID: r.ID, CorrelationID: r.CorrelationID, ParentID: r.ParentID, Process: r.Process,
-		EventName: r.Event, Status: r.Status, Attempt: r.Attempts}
+		EventName: r.Event, Status: Status(r.Status), Attempt: r.Attempts}
 }
 
 func with(ev Event, t EventType) Event {

@@ -158,7 +158,7 @@ func engineCases() []Case {
 			runs, err := e.EmitAndWait(h.Ctx(), "ev", 1)
 			Expect(h, "err", err, nil)
 			Expect(h, "runs", len(runs), 1)
-			Expect(h, "status", runs[0].Status, store.StatusCompleted)
+			Expect(h, "status", runs[0].Status, yella.StatusCompleted)
 			Expect(h, "output", string(runs[0].Output), `{"v":"from effect"}`)
 			Expect(h, "no error", runs[0].Error, "")
 		}},
@@ -333,7 +333,7 @@ func engineCases() []Case {
 			Expect(h, "root first", chain[0].ID, id)
 			for _, r := range chain {
 				Expect(h, r.Process+" correlation", r.CorrelationID, id)
-				Expect(h, r.Process+" status", r.Status, store.StatusCompleted)
+				Expect(h, r.Process+" status", r.Status, yella.StatusCompleted)
 			}
 			evs := h.Events(yella.RunCompleted)
 			for _, ev := range evs {
@@ -361,7 +361,7 @@ func engineCases() []Case {
 			chain, _ := e.Chain(h.Ctx(), id)
 			Expect(h, "chain", len(chain), 3)
 			for _, r := range chain {
-				Expect(h, r.Process, r.Status, store.StatusCompleted)
+				Expect(h, r.Process, r.Status, yella.StatusCompleted)
 			}
 		}},
 		Case{Name: "Chain/DepthExceeded", Spec: []int{144}, Note: "fixes gap 6: the overflow emits run:depth-exceeded and run:failed and is counted", Fn: func(h *H) {
@@ -373,9 +373,9 @@ func engineCases() []Case {
 			h.Drain(e)
 			chain, _ := e.Chain(h.Ctx(), id)
 			Expect(h, "chain", len(chain), 2)
-			Expect(h, "e0", chain[0].Status, store.StatusCompleted)
-			Expect(h, "e1", chain[1].Status, store.StatusErrored)
-			Expect(h, "e1 code", chain[1].ErrorCode, string(yella.CodeChainDepthExceeded))
+			Expect(h, "e0", chain[0].Status, yella.StatusCompleted)
+			Expect(h, "e1", chain[1].Status, yella.StatusErrored)
+			Expect(h, "e1 code", chain[1].ErrorCode, yella.CodeChainDepthExceeded)
 			Expect(h, "event", len(h.Events(yella.RunDepthExceeded)), 1)
 			Expect(h, "run:failed", len(h.Events(yella.RunFailed)), 1)
 			m, _ := e.Metrics(h.Ctx())

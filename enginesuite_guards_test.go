@@ -256,7 +256,7 @@ func guardCases() []Case {
 			if err != nil || len(runs) != 1 {
 				h.Fatalf("emit and wait: %v, %d runs, want 1", err, len(runs))
 			}
-			Expect(h, "completed", runs[0].Status, store.StatusCompleted)
+			Expect(h, "completed", runs[0].Status, yella.StatusCompleted)
 			g.open()
 		}},
 		Case{Name: "Engine/EmitAndWaitWaitsForChainAndRetries", Spec: []int{217}, Fn: func(h *H) {
@@ -277,7 +277,7 @@ func guardCases() []Case {
 			if len(chain) != 2 {
 				h.Fatalf("chain of %d runs, want 2", len(chain))
 			}
-			Expect(h, "child done when wait returns", chain[1].Status, store.StatusCompleted)
+			Expect(h, "child done when wait returns", chain[1].Status, yella.StatusCompleted)
 			Expect(h, "tries", tries.Load(), int32(3))
 		}},
 		Case{Name: "Engine/EmitAndWaitWithRetention", Spec: []int{220}, Fn: func(h *H) {

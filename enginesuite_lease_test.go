@@ -78,7 +78,7 @@ func leaseCases() []Case {
 			tl, _ := e.Timeline(h.Ctx(), r.ID)
 			found := false
 			for _, en := range tl {
-				if en.Status == store.StatusIdle && en.Note == "lease expired" {
+				if en.Status == yella.StatusIdle && en.Note == "lease expired" {
 					found = true
 				}
 			}

@@ -105,7 +105,7 @@ func retryCases() []Case {
 			for i, ev := range evs {
 				Expect(h, "attempt", ev.Attempt, i+1)
 				Expect(h, "error", ev.Error, fmt.Sprintf("try %d", i+1))
-				Expect(h, "status", ev.Status, store.StatusIdle)
+				Expect(h, "status", ev.Status, yella.StatusIdle)
 			}
 		}},
 		Case{Name: "Retry/ContextSurvivesRetry", Spec: []int{233}, Fn: func(h *H) {
@@ -144,7 +144,7 @@ func retryCases() []Case {
 			for _, ev := range evs {
 				Expect(h, "run id", ev.RunID, id)
 			}
-			Expect(h, "complete status", evs[1].Status, store.StatusCompleted)
+			Expect(h, "complete status", evs[1].Status, yella.StatusCompleted)
 			Expect(h, "duration", evs[1].Duration >= 0, true)
 		}},
 		Case{Name: "Events/FailureOrder", Spec: []int{237, 238, 239, 242, 303}, Fn: func(h *H) {
@@ -159,7 +159,7 @@ func retryCases() []Case {
 			errs := h.Events(yella.RunFailed)
 			Expect(h, "errors", len(errs), 2)
 			Expect(h, "thrown message", errs[0].Error, "boom")
-			Expect(h, "thrown status", errs[0].Status, store.StatusErrored)
+			Expect(h, "thrown status", errs[0].Status, yella.StatusErrored)
 			Expect(h, "fail message", errs[1].Error, "nope")
 		}},
 		Case{Name: "Events/StartPerAttemptErrorOnce", Spec: []int{243}, Fn: func(h *H) {

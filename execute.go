@@ -309,7 +309,7 @@ func (e *Engine) persist(op string, write func() error) error {
 func (a *attempt) event(t EventType, set func(*Event)) Event {
 	ev := runEvent(&a.run)
 	ev.Type = t
-	ev.Status = store.StatusRunning
+	ev.Status = StatusRunning
 	if set != nil {
 		set(&ev)
 	}

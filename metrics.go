@@ -5,6 +5,8 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+
+	"github.com/yella-go/yella/store"
 )
 
 // Metrics is a snapshot of the engine's counters and queues.
@@ -132,7 +134,7 @@ func (e *Engine) Metrics(ctx context.Context) (Metrics, error) {
 	}
 	st := e.disp.Stats()
 	m := Metrics{
-		Queue:      q,
+		Queue:      queueOf(q),
 		Totals:     e.metrics.totals(),
 		Processes:  map[string]ProcessMetrics{},
 		Dispatcher: DispatcherMetrics{Slots: e.cfg.Concurrency, Ready: st.Ready, Delayed: st.Delayed, Running: st.Running},
@@ -149,4 +151,13 @@ func (e *Engine) Metrics(ctx context.Context) (Metrics, error) {
 	}
 	e.regMu.RUnlock()
 	return m, nil
+}
+
+// queueOf converts the store's counts by status.
+func queueOf(q map[store.Status]int64) map[Status]int64 {
+	out := make(map[Status]int64, len(q))
+	for s, n := range q {
+		out[Status(s)] = n
+	}
+	return out
 }

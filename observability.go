@@ -101,9 +101,6 @@ type ObservabilityReport struct {
 	RecentErrors []ErrorRecord // newest first
 }
 
-// ErrorRecord is a recent error kept for operators.
-type ErrorRecord = store.ErrorRecord
-
 // BucketStats aggregates one bucket (or the whole window).
 type BucketStats struct {
 	Start   time.Time
@@ -248,6 +245,8 @@ func (e *Engine) Observability(ctx context.Context, q ObservabilityQuery) (Obser
 		}
 		errs = kept
 	}
-	rep.RecentErrors = errs
+	for _, er := range errs {
+		rep.RecentErrors = append(rep.RecentErrors, errorRecordOf(er))
+	}
 	return rep, nil
 }

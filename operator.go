@@ -44,7 +44,7 @@ func (e *Engine) operate(ctx context.Context, op string, event EventType, u stor
 	if err != nil {
 		return Run{}, storeErr(op, u.RunID, err)
 	}
-	return res.Run, nil
+	return runOf(res.Run), nil
 }
 
 // RequeueAllDead requeues every dead-letter run (of process, if not "") and
@@ -150,7 +150,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, payload any) ([]Run, 
 	if err != nil {
 		return nil, storeErr("resume", runID, err)
 	}
-	return res.Children.Admitted, nil
+	return runsOf(res.Children.Admitted), nil
 }
 
 // mergePayload shallow-merges patch into base when both are JSON objects;
