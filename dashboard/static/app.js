@@ -15,6 +15,7 @@
   const TYPES = ['run:admitted', 'run:started', 'run:completed', 'run:failed', 'run:retry-scheduled', 'run:dead-lettered', 'run:fenced',
     'run:resumed', 'run:cancelled', 'run:retried', 'run:requeued', 'run:dropped', 'run:depth-exceeded',
     'effect:completed', 'effect:failed', 'effect:replayed', 'effect:resolved', 'lease:reclaimed', 'internal:error'];
+  const BASE = document.body.dataset.base || ''; // the path the dashboard is mounted under
   const MIN_INTERVAL = 1000; // ms between refreshes of one fragment
   const TICKER_MAX = 20;
 
@@ -183,7 +184,7 @@
   async function refreshCounts() {
     countsDirty = false;
     try {
-      const res = await fetch('/ui/counts.json', { credentials: 'same-origin', cache: 'no-store' });
+      const res = await fetch(BASE + '/ui/counts.json', { credentials: 'same-origin', cache: 'no-store' });
       if (!res.ok) return;
       const data = await res.json();
       document.querySelectorAll('[data-count]').forEach((el) => {
@@ -266,7 +267,7 @@
     const who = ev.process || ev.event || ev.type;
     if (ev.runId) {
       const a = el('a', '', who);
-      a.href = '/runs/' + encodeURIComponent(ev.runId);
+      a.href = BASE + '/runs/' + encodeURIComponent(ev.runId);
       li.append(a);
     } else {
       li.append(el('span', '', who));
