@@ -22,8 +22,8 @@ import (
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/httpapi"
-	"github.com/yella-go/yella/internal/clock"
 	"github.com/yella-go/yella/httpguard"
+	"github.com/yella-go/yella/internal/clock"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 )
