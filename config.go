@@ -60,7 +60,9 @@ type Config struct {
 	ReclaimInterval time.Duration
 
 	// Retry is the policy for processes without their own. Nil means no
-	// automatic retry of thrown errors (as in the original engine).
+	// automatic retry: a thrown error fails the run (errored) unless its
+	// process has a policy. Abandoned attempts are bounded by
+	// AbandonRetries then.
 	Retry *Retry
 	// AbandonRetries bounds how often a run whose attempt was abandoned (its
 	// engine crashed or was hard-stopped) is requeued when its process has no

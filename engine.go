@@ -185,11 +185,12 @@ func (e *Engine) listeners(event string) []*registered {
 	return e.byEvent[event]
 }
 
-// Start recovers and begins dispatching: runs abandoned by a dead owner
-// are reclaimed at once (see store.Store.Abandoned), idle runs are loaded,
-// and background work (heartbeats, lease sweeps, rollups, retention)
-// starts. It is idempotent. Register processes first: recovered runs are
-// executed as soon as Start returns.
+// Start recovers and begins dispatching: runs whose owner the store knows
+// to be dead (on SQLite, whoever held the file before this process) are
+// reclaimed at once, idle runs are loaded, and background work
+// (heartbeats, lease sweeps, rollups, retention) starts. It is idempotent.
+// Register processes first: recovered runs are executed as soon as Start
+// returns.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	switch e.state {

@@ -207,7 +207,7 @@ func engineCases() []Case {
 			ExpectContains(h, "error", h.Run(id).Error, "empty Result")
 		}},
 		Case{Name: "Exec/UnregisteredProcessLeftAsIs", Spec: []int{126},
-			Note: "a run whose process this engine does not have is never claimed or ended: it stays idle, untouched, and runs once an engine registers the process (the original errored it with HANDLER_NOT_FOUND, which destroyed the pending work of other programs sharing the database)",
+			Note: "a run whose process this engine does not have is never claimed or ended: it stays idle, untouched, and runs once an engine registers the process (erroring it with HANDLER_NOT_FOUND, as earlier versions did, destroyed the pending work of other programs sharing the database)",
 			Fn: func(h *H) {
 				e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
 				id := h.One(e, "ev", nil)
@@ -364,7 +364,7 @@ func engineCases() []Case {
 				Expect(h, r.Process, r.Status, yella.StatusCompleted)
 			}
 		}},
-		Case{Name: "Chain/DepthExceeded", Spec: []int{144}, Note: "fixes gap 6: the overflow emits run:depth-exceeded and run:failed and is counted", Fn: func(h *H) {
+		Case{Name: "Chain/DepthExceeded", Spec: []int{144}, Note: "fixed: the overflow emits run:depth-exceeded and run:failed and is counted", Fn: func(h *H) {
 			e := h.Started(yella.Config{MaxChainDepth: 1},
 				Proc("s0", "e0", func(c *yella.Ctx) yella.Result { return c.OK(nil, yella.Then("e1")) }),
 				Proc("s1", "e1", func(c *yella.Ctx) yella.Result { return c.OK(nil, yella.Then("e2")) }),
@@ -476,7 +476,7 @@ func engineCases() []Case {
 		}},
 
 		// Per-process caps.
-		Case{Name: "Caps/DropWhileActive", Spec: []int{122, 146, 188, 169}, Note: "fixes gap 8: drops are reported in Emission.Dropped, a run:dropped event and metrics; changed: dropping is the explicit yella.Drop overflow (the default queues, see Caps/DefaultQueuesBeyondCap)", Fn: func(h *H) {
+		Case{Name: "Caps/DropWhileActive", Spec: []int{122, 146, 188, 169}, Note: "fixed: drops are reported in Emission.Dropped, a run:dropped event and metrics; changed: dropping is the explicit yella.Drop overflow (the default queues, see Caps/DefaultQueuesBeyondCap)", Fn: func(h *H) {
 			g := newGate()
 			var n atomic.Int32
 			e := h.Started(yella.Config{}, yella.Process{Name: "single", On: "ev", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result {

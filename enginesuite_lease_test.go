@@ -53,7 +53,7 @@ func leaseCases() []Case {
 			Expect(h, "other owner untouched", h.Run(id).LeaseOwner, "other")
 			Expect(h, "still running", h.Run(id).Status, store.StatusRunning)
 		}},
-		Case{Name: "Lease/PeriodicSweepReclaims", Spec: []int{253, 255, 256}, Note: "fixes gap 1: expired leases are reclaimed by a periodic sweep while the engine runs, not only at start", Fn: func(h *H) {
+		Case{Name: "Lease/PeriodicSweepReclaims", Spec: []int{253, 255, 256}, Note: "fixed: expired leases are reclaimed by a periodic sweep while the engine runs, not only at start", Fn: func(h *H) {
 			clk := h.Fake()
 			var runs atomic.Int32
 			e := h.Started(yella.Config{LeaseTimeout: 3 * time.Second, Retry: &yella.Retry{Max: 2}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
@@ -98,7 +98,7 @@ func leaseCases() []Case {
 			Expect(h, "run:dead-lettered", len(h.Events(yella.RunDeadLettered)), 1)
 			_ = e
 		}},
-		Case{Name: "Lease/NoPolicyAbandonBudget", Note: "fixes gap 2: without a retry policy, abandoned attempts are bounded by Config.AbandonRetries", Fn: func(h *H) {
+		Case{Name: "Lease/NoPolicyAbandonBudget", Note: "fixed: without a retry policy, abandoned attempts are bounded by Config.AbandonRetries", Fn: func(h *H) {
 			clk := h.Fake()
 			h.Started(yella.Config{LeaseTimeout: 3 * time.Second, AbandonRetries: 1}, Proc("a", "ev", Noop))
 			r := h.Admit("a", "ev", nil)
@@ -230,7 +230,7 @@ func leaseCases() []Case {
 			h.Drain(e2)
 			Expect(h, "once", n.Load(), int32(1))
 		}},
-		Case{Name: "Restart/DelayedRetryResumes", Durable: true, Note: "fixes gap 10: delayed retries inherited across a restart get a timer", Fn: func(h *H) {
+		Case{Name: "Restart/DelayedRetryResumes", Durable: true, Note: "fixed: delayed retries inherited across a restart get a timer", Fn: func(h *H) {
 			clk := h.Fake()
 			var fail atomic.Bool
 			fail.Store(true)

@@ -21,7 +21,8 @@ func panicOn(e *yella.Engine, t yella.EventType) {
 
 func obsCases() []Case {
 	return []Case{
-		// A panicking subscriber never affects runs (the original's hooks).
+		// A panicking subscriber never affects runs: it is counted and
+		// recorded, and the engine goes on.
 		Case{Name: "Hardening/PanickingSubscribers", Spec: []int{292, 293, 294, 295, 296, 297, 300, 312, 313}, Fn: func(h *H) {
 			e := h.Engine(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}},
 				Proc("ok", "a", Noop),
@@ -140,7 +141,7 @@ func obsCases() []Case {
 			_, err = e.Observability(h.Ctx(), yella.ObservabilityQuery{From: now, To: now.Add(-time.Hour)})
 			ExpectCode(h, "from after to", err, yella.CodeInvalidQuery)
 		}},
-		Case{Name: "Observability/AccuratePercentiles", Note: "fixes gap 20: percentiles within 1%, not bucket bounds", Fn: func(h *H) {
+		Case{Name: "Observability/AccuratePercentiles", Note: "fixed: percentiles within 1%, not bucket bounds", Fn: func(h *H) {
 			clk := h.Fake()
 			e := h.Started(yella.Config{Concurrency: 1}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
 				var ms int

@@ -53,7 +53,7 @@ func opsCases() []Case {
 			m, _ := e.Metrics(h.Ctx())
 			Expect(h, "resumes", m.Totals.Resumes, int64(1))
 		}},
-		Case{Name: "Resume/MergeAndReplace", Spec: []int{200, 207}, Note: "fixes gap 14: arrays are not merged as objects", Fn: func(h *H) {
+		Case{Name: "Resume/MergeAndReplace", Spec: []int{200, 207}, Note: "fixed: arrays are not merged as objects", Fn: func(h *H) {
 			e := h.Started(yella.Config{},
 				Proc("obj", "a", func(c *yella.Ctx) yella.Result { return c.Defer("go", map[string]int{"x": 1, "y": 2}) }),
 				Proc("str", "b", func(c *yella.Ctx) yella.Result { return c.Defer("go", "text") }),
@@ -102,7 +102,7 @@ func opsCases() []Case {
 		}},
 
 		// Repairs.
-		Case{Name: "Repair/RetryErrored", Spec: []int{270, 280}, Note: "fixes gap 7: emits run:retried and counts it", Fn: func(h *H) {
+		Case{Name: "Repair/RetryErrored", Spec: []int{270, 280}, Note: "fixed: emits run:retried and counts it", Fn: func(h *H) {
 			var n atomic.Int32
 			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
 				if n.Add(1) == 1 {
@@ -145,7 +145,7 @@ func opsCases() []Case {
 			_, err = e.Retry(h.Ctx(), ID())
 			ExpectCode(h, "unknown", err, yella.CodeRunNotFound)
 		}},
-		Case{Name: "Repair/RequeueDead", Spec: []int{272, 273, 315}, Note: "fixes gap 7: emits run:requeued", Fn: func(h *H) {
+		Case{Name: "Repair/RequeueDead", Spec: []int{272, 273, 315}, Note: "fixed: emits run:requeued", Fn: func(h *H) {
 			var fail atomic.Bool
 			fail.Store(true)
 			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}},
@@ -214,7 +214,7 @@ func opsCases() []Case {
 			Expect(h, "requeues", m.Totals.Requeues, int64(450))
 			Expect(h, "dead again", m.Queue[yella.StatusDead], int64(450))
 		}},
-		Case{Name: "Repair/CancelIdle", Spec: []int{274}, Note: "fixes gap 7: emits run:cancelled and counts it; changed: the run is cancelled (its own status, refining errored), not errored", Fn: func(h *H) {
+		Case{Name: "Repair/CancelIdle", Spec: []int{274}, Note: "fixed: emits run:cancelled and counts it; changed: the run is cancelled (its own status, refining errored), not errored", Fn: func(h *H) {
 			e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
 			id := h.One(e, "ev", nil)
 			r, err := e.Cancel(h.Ctx(), id)
@@ -310,7 +310,7 @@ func opsCases() []Case {
 			_, err = e.Run(h.Ctx(), id)
 			Expect(h, "queries still work", err, nil)
 		}},
-		Case{Name: "Stop/HardStopBudget", Note: "fixes gap 5: hard stops count attempts, so a run that never finishes reaches the dead letters", Fn: func(h *H) {
+		Case{Name: "Stop/HardStopBudget", Note: "fixed: hard stops count attempts, so a run that never finishes reaches the dead letters", Fn: func(h *H) {
 			for i := range 2 {
 				release := newGate()
 				e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1}}, Proc("hang", "ev", func(c *yella.Ctx) yella.Result { <-release.ch; return c.OK(nil) }))
@@ -470,7 +470,7 @@ func opsCases() []Case {
 			Expect(h, "fn ran again", calls.Load(), int32(2))
 			Expect(h, "output", string(h.Run(id).Output), "2")
 		}},
-		Case{Name: "Effect/FencedAfterAbandonedAttempt", Spec: []int{262}, Note: "fixes gap 3: a started effect of a gone attempt fences the run once (status fenced) instead of burning retries into the dead letters", Fn: func(h *H) {
+		Case{Name: "Effect/FencedAfterAbandonedAttempt", Spec: []int{262}, Note: "fixed: a started effect of a gone attempt fences the run once (status fenced) instead of burning retries into the dead letters", Fn: func(h *H) {
 			var calls atomic.Int32
 			release := newGate()
 			defer release.open()

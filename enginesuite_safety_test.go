@@ -17,9 +17,9 @@ func nested(n int) json.RawMessage {
 	return json.RawMessage(strings.Repeat("[", n) + "1" + strings.Repeat("]", n))
 }
 
-// Cases for guarantees added after the original engine: a chain read from
-// any of its runs, payload limits at admission, the cancelled status, a
-// bounded queue beyond a cap by default.
+// Cases for the safety guarantees: a chain read from any of its runs,
+// payload limits at admission, the cancelled status, a bounded queue beyond
+// a cap by default.
 func safetyCases() []Case {
 	return []Case{
 		Case{Name: "Caps/DefaultQueuesBeyondCap", Note: "changed: a capped process without an explicit Overflow queues up to yella.DefaultQueueLimit runs beyond its cap instead of dropping; a drop beyond that is reported by Emission.Err", Fn: func(h *H) {

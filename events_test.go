@@ -49,8 +49,8 @@ func declaredEventTypes(t *testing.T) (names, values []string) {
 		if !ok || g.Tok != token.CONST {
 			continue
 		}
-		for _, spec := range g.Specs {
-			vs := spec.(*ast.ValueSpec)
+		for _, sp := range g.Specs {
+			vs := sp.(*ast.ValueSpec)
 			if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "EventType" {
 				continue
 			}

@@ -59,9 +59,9 @@ const (
 const DefaultQueueLimit = 1000
 
 // Drop admits nothing beyond the cap: while Concurrency runs of the process
-// are active (idle or running), an event is dropped for it, as the original
-// engine did. The drop is reported by Emit, counted, published (run:dropped)
-// and logged.
+// are active (idle or running), an event is dropped for it. Use it when a
+// later event supersedes a waiting one. The drop is reported by Emit,
+// counted, published (run:dropped) and logged.
 var Drop = Overflow{mode: overflowDrop}
 
 // Queue lets up to limit runs wait beyond the cap; only events beyond that
