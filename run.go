@@ -92,7 +92,7 @@ const (
 // every attempt it took. Engine.Run, Engine.Runs and the operator methods
 // return it as it was stored at the time of the call.
 type Run struct {
-	// ID identifies the run (a UUIDv7).
+	// ID identifies the run: a UUID, version 7 (time-ordered).
 	ID string
 	// Seq is the run's place in creation order: unique within the store
 	// and larger for later runs. Listings are ordered and paged by it.
