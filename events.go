@@ -10,10 +10,11 @@ import (
 )
 
 // EventType names a lifecycle event. Its value is "<subject>:<what
-// happened>" in the past tense, and the constant's name spells the same
-// words: RunDeadLettered is "run:dead-lettered", EffectResolved is
-// "effect:resolved". Server-Sent Events streams (package httpapi) use the
-// value as the event name.
+// happened>", in the past tense for every change of a run, an effect or a
+// lease (internal:error reports a failure rather than a change), and the
+// constant's name spells the same words: RunDeadLettered is
+// "run:dead-lettered", EffectResolved is "effect:resolved". Server-Sent
+// Events streams (package httpapi) use the value as the event name.
 type EventType string
 
 // Lifecycle events. Every state change the engine or an operator makes is
