@@ -119,9 +119,9 @@ func Example_deadLetterRequeue() {
 		}})
 	eng.Subscribe(func(ev yella.Event) {
 		switch ev.Type {
-		case yella.RunDead:
+		case yella.RunDeadLettered:
 			fmt.Println("event:", ev.Type, ev.Error)
-		case yella.RunRequeue:
+		case yella.RunRequeued:
 			fmt.Println("event:", ev.Type)
 		}
 	})
@@ -135,8 +135,8 @@ func Example_deadLetterRequeue() {
 	fmt.Println(r.Status, string(r.Output))
 	eng.Stop(ctx)
 	// Output:
-	// event: run:dead CRM API timeout
+	// event: run:dead-lettered CRM API timeout
 	// dead-letter after 2 attempts: CRM API timeout
-	// event: run:requeue
+	// event: run:requeued
 	// completed "synced"
 }

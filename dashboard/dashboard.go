@@ -33,17 +33,27 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/internal/httpguard"
+	"github.com/yella-go/yella/httpguard"
 )
 
 // Options configures the dashboard. The zero value is usable.
 type Options struct {
-	// EventsURL is the same-origin path of the engine's Server-Sent Events
-	// stream, whose frames are "id: <n>", "event: <yella.EventType>" and
-	// "data: <JSON event>". The pages open it for live updates; without it
-	// they still work, refreshed by the browser. It must be a path ("/…",
-	// not "//…"): the Content-Security-Policy allows only the same origin.
-	// Defaults to "/api/events".
+	// Prefix is the path the dashboard is mounted under, for a server that
+	// serves it beside other pages: "/yella" when requests for /yella/…
+	// reach the dashboard with the prefix stripped (http.StripPrefix). Every
+	// link, form action, redirect, asset and the events URL the pages use
+	// starts with it, and its cookie is scoped to it. It must be "" (mounted
+	// at the root, the default) or a path such as "/yella"; a trailing
+	// slash is dropped.
+	Prefix string
+	// EventsURL is the path of the engine's Server-Sent Events stream under
+	// Prefix (the browser opens Prefix+EventsURL), whose frames are
+	// "id: <n>", "event: <yella.EventType>" and "data: <JSON event>". The
+	// pages open it for live updates; without it they still work,
+	// refreshed by the browser. It must be a path ("/…", not "//…"): the
+	// Content-Security-Policy allows only the same origin. Defaults to
+	// "/api/events", where package httpapi serves it when mounted beside
+	// the dashboard.
 	EventsURL string
 	// Brand is the name shown in the navigation bar and page titles.
 	// Defaults to "Yella".
@@ -85,10 +95,11 @@ type server struct {
 }
 
 // New returns the dashboard for eng as an http.Handler, to be mounted at
-// "/" (its links are absolute paths). It serves its pages, its POST actions
-// and its assets under /static/, and answers any other path with a 404
-// page; route the JSON API, the event stream and /metrics to their own
-// handlers before it. Every POST is refused with 403 when it comes from
+// "/", or under Options.Prefix with the prefix stripped (its links are
+// absolute paths that start with the prefix). It serves its pages, its
+// POST actions and its assets under /static/, and answers any other path
+// with a 404 page; route the JSON API, the event stream and /metrics to
+// their own handlers before it. Every POST is refused with 403 when it comes from
 // another origin (http.CrossOriginProtection), and bodies are limited to
 // 1 MiB. New fails only on invalid options.
 func New(eng *yella.Engine, opts Options) (http.Handler, error) {
@@ -104,6 +115,10 @@ func newHandler(eng *yella.Engine, opts Options, now func() time.Time) (http.Han
 	}
 	if !localPath(opts.EventsURL) {
 		return nil, fmt.Errorf("dashboard: EventsURL must be a same-origin path such as /api/events, got %q", opts.EventsURL)
+	}
+	opts.Prefix = strings.TrimSuffix(opts.Prefix, "/")
+	if opts.Prefix != "" && (!localPath(opts.Prefix) || strings.ContainsAny(opts.Prefix, "?#%\\\"'<> ")) {
+		return nil, fmt.Errorf("dashboard: Prefix must be a path such as /yella, got %q", opts.Prefix)
 	}
 	if opts.Brand == "" {
 		opts.Brand = "Yella"
@@ -209,7 +224,7 @@ type pageData interface{ base() *layout }
 // newLayout fills the common fields. The queue counts are cheap (the
 // stores keep them), so every page shows them.
 func (s *server) newLayout(r *http.Request, nav, title string) layout {
-	l := layout{Brand: s.opts.Brand, Title: title, Nav: nav, EventsURL: s.opts.EventsURL, Now: s.now(),
+	l := layout{Brand: s.opts.Brand, Title: title, Nav: nav, EventsURL: s.opts.Prefix + s.opts.EventsURL, Now: s.now(),
 		SignedIn: strings.HasPrefix(httpguard.Actor(r.Context()), "session:")}
 	if m, err := s.eng.Metrics(r.Context()); err == nil {
 		l.Queue = m.Queue
@@ -263,7 +278,7 @@ type errorData struct {
 // errorPage renders a full error page with a plain message (never a stack
 // trace). It does not consult the engine, so it works when the store is down.
 func (s *server) errorPage(w http.ResponseWriter, r *http.Request, status int, heading, msg string) {
-	d := &errorData{layout: layout{Brand: s.opts.Brand, Title: heading, EventsURL: s.opts.EventsURL, Now: s.now()},
+	d := &errorData{layout: layout{Brand: s.opts.Brand, Title: heading, EventsURL: s.opts.Prefix + s.opts.EventsURL, Now: s.now()},
 		Status: status, Heading: heading, Message: msg}
 	var buf bytes.Buffer
 	h := w.Header()
@@ -351,6 +366,12 @@ func who(r *http.Request) string {
 		return a
 	}
 	return "unguarded"
+}
+
+// redirect answers 303 See Other to path, a path of the dashboard: the
+// browser is sent to it under the prefix.
+func (s *server) redirect(w http.ResponseWriter, r *http.Request, path string) {
+	http.Redirect(w, r, s.opts.Prefix+path, http.StatusSeeOther)
 }
 
 // localPath reports whether p is a path on this origin: "/…" but not

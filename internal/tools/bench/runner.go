@@ -107,32 +107,32 @@ func (t *tally) event(ev yella.Event) {
 		t.window[len(t.window)-1].AddMs(ms)
 	}
 	switch ev.Type {
-	case yella.RunStart:
+	case yella.RunStarted:
 		t.first.Do(func() { close(t.firstRun) })
-	case yella.RunComplete:
+	case yella.RunCompleted:
 		t.c.Completed++
 		t.completed.Add(1)
 		observe()
-	case yella.RunError:
+	case yella.RunFailed:
 		t.c.Errored++
 		t.errored.Add(1)
 		observe()
-	case yella.RunRetry:
+	case yella.RunRetryScheduled:
 		t.c.Retries++
 		if ev.Duration > 0 {
 			observe()
 		}
-	case yella.RunDead:
+	case yella.RunDeadLettered:
 		t.c.Dead++
 	case yella.RunFenced:
 		t.c.Fenced++
-	case yella.LeaseReclaim:
+	case yella.LeaseReclaimed:
 		t.c.Reclaims++
-	case yella.EffectComplete:
+	case yella.EffectCompleted:
 		t.c.EffCompleted++
-	case yella.EffectError:
+	case yella.EffectFailed:
 		t.c.EffErrored++
-	case yella.EffectReplay:
+	case yella.EffectReplayed:
 		t.c.EffReplayed++
 	case yella.InternalError:
 		t.c.InternalErrors++

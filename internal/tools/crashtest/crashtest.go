@@ -52,7 +52,7 @@ const (
 	InEffect            = "in-effect"             // inside an effect body, after its witness line
 	AfterEffectComplete = "after-effect-complete" // an effect's completion committed
 	BeforeCompletion    = "before-completion"     // the handler returned, its completion not yet committed
-	AfterCompletion     = "after-completion"      // a run's completion committed (run:complete published)
+	AfterCompletion     = "after-completion"      // a run's completion committed (run:completed published)
 	// AfterChainedCompletion: the store call that completed a run naming a
 	// follow-up returned, before the engine does anything else.
 	AfterChainedCompletion = "after-chained-completion"
@@ -249,11 +249,11 @@ func child(cfg Config) error {
 	}
 	eng.Subscribe(func(ev yella.Event) {
 		switch ev.Type {
-		case yella.RunStart:
+		case yella.RunStarted:
 			kl.hit(AfterClaim)
-		case yella.EffectComplete:
+		case yella.EffectCompleted:
 			kl.hit(AfterEffectComplete)
-		case yella.RunComplete:
+		case yella.RunCompleted:
 			kl.hit(AfterCompletion)
 		}
 	})

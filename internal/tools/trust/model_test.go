@@ -50,10 +50,10 @@ type modelRun struct {
 	key      string
 	plan     []outcome // outcome of execution i; succeed after the plan
 	execs    int
-	status   store.Status
+	status   yella.Status
 	attempts int
 	retryAt  time.Time // when idle and waiting for a retry
-	code     string
+	code     yella.Code
 }
 
 type model struct {
@@ -74,14 +74,14 @@ func (m *model) execute(r *modelRun) {
 	r.retryAt, r.code = time.Time{}, ""
 	switch o {
 	case succeed:
-		r.status = store.StatusCompleted
+		r.status = yella.StatusCompleted
 	case permanent:
-		r.status = store.StatusErrored
+		r.status = yella.StatusErrored
 	case retryable:
 		if r.attempts <= m.maxRetries {
-			r.status, r.retryAt = store.StatusIdle, m.now.Add(yella.Exponential(modelBase)(r.attempts))
+			r.status, r.retryAt = yella.StatusIdle, m.now.Add(yella.Exponential(modelBase)(r.attempts))
 		} else {
-			r.status = store.StatusDead
+			r.status = yella.StatusDead
 		}
 	}
 }
@@ -90,21 +90,21 @@ func (m *model) execute(r *modelRun) {
 // at least a second, so a run cannot come due twice within one action.
 func (m *model) due() {
 	for _, id := range m.order {
-		if r := m.runs[id]; r.status == store.StatusIdle && !r.retryAt.After(m.now) {
+		if r := m.runs[id]; r.status == yella.StatusIdle && !r.retryAt.After(m.now) {
 			m.execute(r)
 		}
 	}
 }
 
 // allowed is the graph of status transitions a timeline may show.
-var allowed = map[store.Status][]store.Status{
-	"":                    {store.StatusIdle},
-	store.StatusIdle:      {store.StatusRunning, store.StatusCancelled},
-	store.StatusRunning:   {store.StatusCompleted, store.StatusErrored, store.StatusIdle, store.StatusDead},
-	store.StatusErrored:   {store.StatusIdle},
-	store.StatusDead:      {store.StatusIdle},
-	store.StatusCancelled: {store.StatusIdle},
-	store.StatusCompleted: {},
+var allowed = map[yella.Status][]yella.Status{
+	"":                    {yella.StatusIdle},
+	yella.StatusIdle:      {yella.StatusRunning, yella.StatusCancelled},
+	yella.StatusRunning:   {yella.StatusCompleted, yella.StatusErrored, yella.StatusIdle, yella.StatusDead},
+	yella.StatusErrored:   {yella.StatusIdle},
+	yella.StatusDead:      {yella.StatusIdle},
+	yella.StatusCancelled: {yella.StatusIdle},
+	yella.StatusCompleted: {},
 }
 
 // harness is the real engine the model is compared with.
@@ -261,7 +261,7 @@ func modelMachine(kind string, steps *int) func(*rapid.T) {
 				if err != nil || len(em.Runs) != 1 {
 					t.Fatalf("emit: %v %v", em, err)
 				}
-				r := &modelRun{key: key, plan: plan, status: store.StatusIdle}
+				r := &modelRun{key: key, plan: plan, status: yella.StatusIdle}
 				m.runs[em.Runs[0]] = r
 				m.order = append(m.order, em.Runs[0])
 				m.execute(r)
@@ -282,7 +282,7 @@ func modelMachine(kind string, steps *int) func(*rapid.T) {
 				for {
 					next := target
 					for _, r := range m.runs {
-						if r.status == store.StatusIdle && r.retryAt.Before(next) {
+						if r.status == yella.StatusIdle && r.retryAt.Before(next) {
 							next = r.retryAt
 						}
 					}
@@ -298,7 +298,7 @@ func modelMachine(kind string, steps *int) func(*rapid.T) {
 			"Cancel": func(t *rapid.T) {
 				id, r := pick(t, nil)
 				_, err := h.eng.Cancel(ctx, id)
-				if r.status != store.StatusIdle {
+				if r.status != yella.StatusIdle {
 					expectState(t, "cancel", err)
 					return
 				}
@@ -306,32 +306,32 @@ func modelMachine(kind string, steps *int) func(*rapid.T) {
 					t.Fatalf("cancel an idle run: %v", err)
 				}
 				// Cancel beats the pending retry.
-				r.status, r.retryAt, r.code = store.StatusCancelled, time.Time{}, string(yella.CodeCancelled)
+				r.status, r.retryAt, r.code = yella.StatusCancelled, time.Time{}, yella.CodeCancelled
 			},
 			"Retry": func(t *rapid.T) {
 				id, r := pick(t, nil)
 				_, err := h.eng.Retry(ctx, id)
-				if r.status != store.StatusErrored && r.status != store.StatusDead && r.status != store.StatusCancelled {
+				if r.status != yella.StatusErrored && r.status != yella.StatusDead && r.status != yella.StatusCancelled {
 					expectState(t, "retry", err)
 					return
 				}
 				if err != nil {
 					t.Fatalf("retry: %v", err)
 				}
-				r.status, r.code = store.StatusIdle, ""
+				r.status, r.code = yella.StatusIdle, ""
 				m.execute(r) // due at once; attempts are kept
 			},
 			"RequeueDead": func(t *rapid.T) {
 				id, r := pick(t, nil)
 				_, err := h.eng.RequeueDead(ctx, id)
-				if r.status != store.StatusDead {
+				if r.status != yella.StatusDead {
 					expectState(t, "requeue", err)
 					return
 				}
 				if err != nil {
 					t.Fatalf("requeue: %v", err)
 				}
-				r.status, r.attempts, r.code = store.StatusIdle, 0, ""
+				r.status, r.attempts, r.code = yella.StatusIdle, 0, ""
 				m.execute(r)
 			},
 			"Crash": func(t *rapid.T) {
@@ -353,7 +353,7 @@ func modelMachine(kind string, steps *int) func(*rapid.T) {
 						t.Fatalf("run %s (%s, plan %v): engine %s attempts %d executions %d; model %s attempts %d executions %d",
 							id, want.key, want.plan, got.Status, got.Attempts, execs, want.status, want.attempts, want.execs)
 					}
-					if want.status == store.StatusIdle && !got.RetryAt.Equal(want.retryAt) {
+					if want.status == yella.StatusIdle && !got.RetryAt.Equal(want.retryAt) {
 						t.Fatalf("run %s: retry at %v, model %v (backoff after attempt %d)", id, got.RetryAt, want.retryAt, want.attempts)
 					}
 					if want.code != "" && got.ErrorCode != want.code {
@@ -363,7 +363,7 @@ func modelMachine(kind string, steps *int) func(*rapid.T) {
 					if err != nil {
 						t.Fatalf("timeline %s: %v", id, err)
 					}
-					prev := store.Status("")
+					prev := yella.Status("")
 					for _, e := range tl {
 						if !slices.Contains(allowed[prev], e.Status) {
 							t.Fatalf("run %s: transition %q → %q (%s) is not allowed", id, prev, e.Status, e.Note)
