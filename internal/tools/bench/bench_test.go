@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 func TestCatalogue(t *testing.T) {
 	cat := Catalogue()
 	if len(cat) != 17 {
-		t.Fatalf("%d scenarios, want the original's 14 plus 3 capacity", len(cat))
+		t.Fatalf("%d scenarios, want the published page's 14 plus 3 capacity", len(cat))
 	}
 	groups := map[string]int{"public": 6, "recovery": 2, "soak": 2, "capacity": 3, "all": 17}
 	for g, n := range groups {
@@ -49,7 +49,7 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("list lacks %s", s.ID)
 		}
 	}
-	// The original's workload rates and retry policies.
+	// The published workload's rates and durations.
 	c50, _ := Select("api-mixed__fleet-c50")
 	if p := c50[0].Phases; p[0].Rate != 3 || p[1].Rate != 10 || p[2].Rate != 20 || p[2].Dur != 120*time.Second {
 		t.Errorf("api-mixed c50 phases %+v", p)

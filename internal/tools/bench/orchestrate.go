@@ -100,8 +100,8 @@ type Options struct {
 	Binary string
 	// Progress, if set, receives a live progress line per sample.
 	Progress io.Writer
-	// Minimum phase and restart times when scaling (defaults: the
-	// original's 10 s, 5 s and 5 s).
+	// Minimum phase and restart times when scaling (defaults:
+	// MinLoadedPhase, MinIdlePhase and MinRestart).
 	MinLoaded, MinIdle, MinRestart time.Duration
 	// Verify checks the database after a recovery scenario (lost and
 	// doubled runs, fenced and re-run effects, integrity).
@@ -360,7 +360,7 @@ func reportScenario(s Scenario) report.Scenario {
 		out.ScraperCap = s.Scraper.Cap
 	}
 	if d := s.RetentionOrDefault(); d > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("retention %s (the original ran without retention)", d))
+		out.Notes = append(out.Notes, fmt.Sprintf("retention %s (the TypeScript engine's published runs kept every run)", d))
 	}
 	for _, p := range s.Phases {
 		ps := report.PhaseSpec{Label: p.Label, Rate: p.Rate, Seconds: p.Dur.Seconds(), Mode: string(p.Mode), Nominal: p.Rate * p.Dur.Seconds()}

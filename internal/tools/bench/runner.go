@@ -143,7 +143,9 @@ func (t *tally) event(ev yella.Event) {
 }
 
 // emitted counts one emission and returns its outcome: admitted, dropped
-// or error (an error also counts as a drop, as in the original harness).
+// or error. An error also counts as a drop: the seed was not admitted, and
+// the report's admission figures (attempted = admitted + dropped) stay
+// whole.
 func (t *tally) emitted(event, phase string, em yella.Emission, err error) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()

@@ -54,7 +54,9 @@ func golden(t *testing.T, name, got string) {
 
 func TestTextGolden(t *testing.T) { golden(t, "text.golden", Text(sample())) }
 
-// The JSON summary keeps the original's fields (spec §10.6) plus ours.
+// The JSON summary has every field a reader of the TypeScript engine's
+// summaries looks for, under the same names and types, plus Yella's own
+// (the recovery figures): tools written for one read the other.
 func TestJSONSchema(t *testing.T) {
 	dir := t.TempDir()
 	r := sample()

@@ -14,8 +14,10 @@ func sampleLine(s Sample) string {
 		s.ElapsedS, s.Phase, s.Idle, s.Running, s.Completed, s.RunsPerSec, s.P95Ms, float64(s.RSSBytes)/(1<<20), float64(s.WALBytes)/(1<<20))
 }
 
-// Text renders the report in the original suite's layout: header, one line
-// per sample, then the post-mortem. Percentiles are true percentiles.
+// Text renders the report: header, one line per sample, then the
+// post-mortem, laid out like the TypeScript engine's benchmark reports so
+// that the two read side by side. Percentiles are true percentiles, not
+// bucket bounds.
 func Text(r *Report) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
