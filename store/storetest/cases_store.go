@@ -497,7 +497,7 @@ func storeCases() []Case {
 			expect(h, "null keys 1", len(adm("", "a").Admitted), 1)
 			expect(h, "null keys 2", len(adm("", "a").Admitted), 1)
 		}},
-		Case{Name: "Store/Idempotency/DroppedDoesNotConsumeKey", Spec: []int{121}, Note: "fixes gap 9: a process dropped at its cap does not consume the key", Fn: func(h *H) {
+		Case{Name: "Store/Idempotency/DroppedDoesNotConsumeKey", Spec: []int{121}, Note: "changed: a run dropped at its process's cap does not reserve the idempotency key for that process, so the event emitted again with the same key admits it once there is room (the processes that admitted it keep their runs)", Fn: func(h *H) {
 			blocker := h.Admit("capped", "other", nil)
 			_ = blocker
 			res, _ := h.St.Admit(h.Ctx(), store.Admission{Event: "ev", IdempotencyKey: "k",
