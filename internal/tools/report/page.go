@@ -113,14 +113,11 @@ func PageMarkdown(latest map[string]*Report, charts []string, reportsRel string)
 // page is the page being written: the latest report of each scenario, the
 // charts drawn from them, and where the reports are relative to the page.
 type page struct {
-	b          strings.Builder
+	lines
 	latest     map[string]*Report
 	charts     []string
 	reportsRel string
 }
-
-// w writes one line.
-func (p *page) w(format string, args ...any) { fmt.Fprintf(&p.b, format+"\n", args...) }
 
 // pick returns the reports of the scenarios ids that ran, in that order.
 func (p *page) pick(ids ...string) []*Report {
