@@ -118,3 +118,39 @@ func TestRunScenarioTiny(t *testing.T) {
 		}
 	}
 }
+
+// The runner's restart path, end to end on SQLite: each scheduled kill
+// SIGKILLs the child, a new child resumes on the same database after the
+// last acknowledged seed, and the report counts every restart with its
+// recovery figures.
+func TestRunScenarioRestarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts child processes for about 15 s")
+	}
+	scn := Scenario{ID: "restarts", Label: "Restarts", Family: "api-mixed", Kind: "recovery", Visibility: "internal",
+		Concurrency: 20, Retry: RetrySpec{Max: 2, Base: 100 * time.Millisecond},
+		Phases: []Phase{{Label: "load", Rate: 20, Dur: 12 * time.Second}, {Label: "cool-down", Dur: 2 * time.Second}}}
+	kills := []time.Duration{4 * time.Second, 9 * time.Second}
+	r, err := RunScenario(context.Background(), scn, Options{Scale: 1, Store: "sqlite", DBDir: t.TempDir(), Kills: kills, Machine: MachineInfo()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Totals.Restarts != len(kills) || r.Recovery == nil || len(r.Recovery.Kills) != len(kills) {
+		t.Fatalf("%d restarts, recovery %+v; want %d", r.Totals.Restarts, r.Recovery, len(kills))
+	}
+	if r.Recovery.KilledAtS < kills[0].Seconds() || r.Recovery.Kills[1].AtS < kills[1].Seconds() {
+		t.Errorf("kills at %+v, scheduled at %v", r.Recovery.Kills, kills)
+	}
+	restarts := 0
+	for _, s := range r.Samples {
+		if s.Restart {
+			restarts++
+		}
+	}
+	if restarts > len(kills) {
+		t.Errorf("%d samples marked as the first after a restart, want at most %d", restarts, len(kills))
+	}
+	if r.Totals.SeedAdmitted == 0 || r.Totals.RunsCompleted == 0 {
+		t.Errorf("totals %+v", r.Totals)
+	}
+}
