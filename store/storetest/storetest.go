@@ -40,11 +40,22 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-// suite is the conformance suite: every file's cases, in the order they
-// run. A new file of cases adds its function here; TestEveryGroupListed
-// fails when a function returning []Case is missing from this list.
+// suite is the conformance suite: every group of cases, in the order they
+// run (a file may hold several groups). A new group adds its function
+// here; TestEveryGroupListed fails when a function returning []Case is
+// missing from this list.
 var suite = []func() []Case{
-	storeCases,      // cases_store.go: the contract's atomic operations
+	// cases_store.go: the contract's atomic operations.
+	storeEffectCases,
+	storeEffectGuardCases,
+	storeAdmitCases,
+	storeRunCases,
+	storeLeaseCases,
+	storeFenceCases,
+	storeListCases,
+	storeChainCases,
+	storeKeyCases,
+	storeRollupCases,
 	listingCases,    // cases_listing.go: listings filtered on several statuses
 	keyCases,        // cases_keys.go: idempotency keys kept after pruning
 	transitionCases, // cases_transitions.go: every status × every operation
