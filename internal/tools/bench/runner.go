@@ -258,6 +258,13 @@ func startRun(ctx context.Context, cfg RunConfig) (*runner, error) {
 	scn := cfg.Scenario
 	r := &runner{cfg: cfg, t: newTally(), out: json.NewEncoder(cfg.Out)}
 	ecfg := yella.Config{Store: cfg.Store, Concurrency: scn.Concurrency, Retention: scn.RetentionOrDefault()}
+	if ecfg.Retention > 0 {
+		// Seeds are emitted with idempotency keys, which outlive their runs
+		// for Config.KeyRetention (7 days by default): a scenario with
+		// retention keeps them as long as its runs, so its database is
+		// bounded by the retention it states.
+		ecfg.KeyRetention = ecfg.Retention
+	}
 	eng, err := yella.New(ecfg)
 	if err != nil {
 		return nil, err
