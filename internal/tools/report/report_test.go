@@ -54,9 +54,10 @@ func golden(t *testing.T, name, got string) {
 
 func TestTextGolden(t *testing.T) { golden(t, "text.golden", Text(sample())) }
 
-// The JSON summary has every field a reader of the TypeScript engine's
-// summaries looks for, under the same names and types, plus Yella's own
-// (the recovery figures): tools written for one read the other.
+// The JSON summary has every field of the TypeScript engine's summaries,
+// under the same names and types, so that a tool written for those reads
+// these; Yella's own fields (the recovery figures among them) come in
+// addition.
 func TestJSONSchema(t *testing.T) {
 	dir := t.TempDir()
 	r := sample()
