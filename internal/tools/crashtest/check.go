@@ -99,18 +99,9 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 		distinct[k] = true
 	}
 	r.Acked = len(distinct)
-	execs := map[string]int{} // run/key → body executions
-	witness, err := ReadLines(witnessPath)
+	execs, err := readWitness(witnessPath, &r)
 	if err != nil {
 		return r, err
-	}
-	for _, l := range witness {
-		var w WitnessLine
-		if err := json.Unmarshal([]byte(l), &w); err != nil {
-			return r, fmt.Errorf("witness line %q: %w", l, err)
-		}
-		execs[w.Run+"/"+w.Key]++
-		r.Executions++
 	}
 	db, ok, err := openSchema(dbPath)
 	if err != nil {
@@ -125,18 +116,60 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 	if err := db.QueryRow("PRAGMA integrity_check").Scan(&r.Integrity); err != nil {
 		return r, err
 	}
-	byKey := map[string]bool{}
-	rows, err := db.Query("SELECT id, coalesce(idem_key, ''), status, error_code, parent_id IS NULL FROM runs")
+	status, byKey, err := checkRuns(db, &r, keyPrefix)
 	if err != nil {
 		return r, err
 	}
-	status := map[string]string{}
+	for _, k := range acked {
+		if !byKey[k] {
+			r.Lost = append(r.Lost, k)
+		}
+	}
+	if err := checkCompletions(db, &r); err != nil {
+		return r, err
+	}
+	if err := checkFollowUps(db, &r); err != nil {
+		return r, err
+	}
+	err = checkEffects(db, &r, execs, status)
+	sort.Strings(r.BadFences)
+	return r, err
+}
+
+// readWitness counts the effect body executions in the witness, by run
+// and effect key ("run/key").
+func readWitness(path string, r *Report) (map[string]int, error) {
+	execs := map[string]int{}
+	witness, err := ReadLines(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range witness {
+		var w WitnessLine
+		if err := json.Unmarshal([]byte(l), &w); err != nil {
+			return nil, fmt.Errorf("witness line %q: %w", l, err)
+		}
+		execs[w.Run+"/"+w.Key]++
+		r.Executions++
+	}
+	return execs, nil
+}
+
+// checkRuns counts the runs by status, finds those not terminal, fenced
+// with the wrong code or admitted under a key never attempted, and returns
+// every run's status and the idempotency keys present.
+func checkRuns(db *sql.DB, r *Report, keyPrefix string) (status map[string]string, byKey map[string]bool, err error) {
+	rows, err := db.Query("SELECT id, coalesce(idem_key, ''), status, error_code, parent_id IS NULL FROM runs")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	status, byKey = map[string]string{}, map[string]bool{}
 	for rows.Next() {
 		var id, key, st, code string
 		var root bool
 		if err := rows.Scan(&id, &key, &st, &code, &root); err != nil {
-			rows.Close()
-			return r, err
+			return nil, nil, err
 		}
 		r.Runs++
 		if root {
@@ -159,34 +192,40 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 			}
 		}
 	}
-	rows.Close()
-	for _, k := range acked {
-		if !byKey[k] {
-			r.Lost = append(r.Lost, k)
-		}
-	}
-	rows, err = db.Query(`SELECT r.id FROM timeline t JOIN runs r ON r.seq = t.run_seq
+	return status, byKey, nil
+}
+
+// checkCompletions finds the runs whose timeline completes them more than
+// once.
+func checkCompletions(db *sql.DB, r *Report) error {
+	rows, err := db.Query(`SELECT r.id FROM timeline t JOIN runs r ON r.seq = t.run_seq
 		WHERE t.status = 'completed' GROUP BY r.id HAVING count(*) > 1`)
 	if err != nil {
-		return r, err
+		return err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var id string
 		rows.Scan(&id)
 		r.CompletedTwice = append(r.CompletedTwice, id)
 	}
-	rows.Close()
-	rows, err = db.Query(`SELECT p.id, count(c.id), count(DISTINCT c.process) FROM runs p LEFT JOIN runs c ON c.parent_id = p.id
+	return nil
+}
+
+// checkFollowUps finds the completed runs that name a follow-up and have
+// none, or have two of one process.
+func checkFollowUps(db *sql.DB, r *Report) error {
+	rows, err := db.Query(`SELECT p.id, count(c.id), count(DISTINCT c.process) FROM runs p LEFT JOIN runs c ON c.parent_id = p.id
 		WHERE p.status = 'completed' AND p.then_event != '' GROUP BY p.id`)
 	if err != nil {
-		return r, err
+		return err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var id string
 		var children, processes int
 		if err := rows.Scan(&id, &children, &processes); err != nil {
-			rows.Close()
-			return r, err
+			return err
 		}
 		switch {
 		case children == 0:
@@ -195,17 +234,24 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 			r.DoubledFollowUps = append(r.DoubledFollowUps, id)
 		}
 	}
-	rows.Close()
-	started := map[string]bool{}
-	rows, err = db.Query("SELECT r.id, e.key, e.status FROM effects e JOIN runs r ON r.seq = e.run_seq")
+	return nil
+}
+
+// checkEffects holds each effect record against the witness: a completed
+// effect's body ran once, a started one's at most once and its run is
+// fenced (or, failed before reaching it again, Unresolved); a fenced run
+// holds a started effect.
+func checkEffects(db *sql.DB, r *Report, execs map[string]int, status map[string]string) error {
+	rows, err := db.Query("SELECT r.id, e.key, e.status FROM effects e JOIN runs r ON r.seq = e.run_seq")
 	if err != nil {
-		return r, err
+		return err
 	}
+	defer rows.Close()
+	started := map[string]bool{}
 	for rows.Next() {
 		var id, key, st string
 		if err := rows.Scan(&id, &key, &st); err != nil {
-			rows.Close()
-			return r, err
+			return err
 		}
 		n := execs[id+"/"+key]
 		switch st {
@@ -236,8 +282,7 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 			r.BadFences = append(r.BadFences, id+" is fenced without a started effect")
 		}
 	}
-	sort.Strings(r.BadFences)
-	return r, rows.Err()
+	return rows.Err()
 }
 
 // ReadLines reads a file written with AppendLine: its non-blank lines,
