@@ -23,6 +23,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -65,7 +66,23 @@ type Options struct {
 	// on every overview render, concurrently, so it must be quick and safe
 	// for concurrent use.
 	ReplicationStatus func() ReplicationState
+	// ReadTimeout bounds the engine reads of one page: past it their store
+	// queries are stopped and the page answers 503. Defaults to
+	// DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// MaxConcurrentPages bounds how many pages (and the counts the pages
+	// poll) are rendered at once; past it a page answers 503 with
+	// Retry-After at once, so a burst of page loads cannot queue up reads
+	// behind each other. Assets and actions are not counted. Defaults to
+	// DefaultMaxConcurrentPages.
+	MaxConcurrentPages int
 }
+
+// Defaults of the read bounds (Options.ReadTimeout, MaxConcurrentPages).
+const (
+	DefaultReadTimeout        = 10 * time.Second
+	DefaultMaxConcurrentPages = 8
+)
 
 // ReplicationState is the state of off-box replication the overview shows.
 type ReplicationState struct {
@@ -86,6 +103,7 @@ const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 // templates and the embedded assets.
 type server struct {
 	eng      *yella.Engine
+	pagesNow chan struct{} // a slot per page being rendered (MaxConcurrentPages)
 	opts     Options
 	log      *slog.Logger
 	now      func() time.Time
@@ -126,7 +144,17 @@ func newHandler(eng *yella.Engine, opts Options, now func() time.Time) (http.Han
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{eng: eng, opts: opts, log: opts.Logger, now: now, flashKey: make([]byte, 32)}
+	if opts.ReadTimeout < 0 || opts.MaxConcurrentPages < 0 {
+		return nil, errors.New("dashboard: ReadTimeout and MaxConcurrentPages must not be negative")
+	}
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.MaxConcurrentPages == 0 {
+		opts.MaxConcurrentPages = DefaultMaxConcurrentPages
+	}
+	s := &server{eng: eng, opts: opts, log: opts.Logger, now: now, flashKey: make([]byte, 32),
+		pagesNow: make(chan struct{}, opts.MaxConcurrentPages)}
 	if _, err := rand.Read(s.flashKey); err != nil {
 		return nil, fmt.Errorf("dashboard: flash key: %w", err)
 	}
@@ -145,15 +173,15 @@ func newHandler(eng *yella.Engine, opts Options, now func() time.Time) (http.Han
 // bodies are bounded.
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", s.overview)
-	mux.HandleFunc("GET /processes", s.processes)
-	mux.HandleFunc("GET /runs", s.runs)
-	mux.HandleFunc("GET /runs/{id}", s.run)
-	mux.HandleFunc("GET /trace", s.tracePicker)
-	mux.HandleFunc("GET /trace/{id}", s.trace)
-	mux.HandleFunc("GET /dead", s.dead)
-	mux.HandleFunc("GET /emit", s.emitForm)
-	mux.HandleFunc("GET /ui/counts.json", s.countsJSON)
+	mux.HandleFunc("GET /{$}", s.bounded(s.overview))
+	mux.HandleFunc("GET /processes", s.bounded(s.processes))
+	mux.HandleFunc("GET /runs", s.bounded(s.runs))
+	mux.HandleFunc("GET /runs/{id}", s.bounded(s.run))
+	mux.HandleFunc("GET /trace", s.bounded(s.tracePicker))
+	mux.HandleFunc("GET /trace/{id}", s.bounded(s.trace))
+	mux.HandleFunc("GET /dead", s.bounded(s.dead))
+	mux.HandleFunc("GET /emit", s.bounded(s.emitForm))
+	mux.HandleFunc("GET /ui/counts.json", s.bounded(s.countsJSON))
 	mux.HandleFunc("GET /static/{name}", s.asset)
 	post := func(path string, h http.HandlerFunc) {
 		mux.HandleFunc("POST "+path, h)
@@ -298,6 +326,11 @@ func (s *server) errorPage(w http.ResponseWriter, r *http.Request, status int, h
 // unknown run, 400 for a bad query, 503 when the store or the engine is
 // unavailable, else a 500 with a reference to the log line.
 func (s *server) engineError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil {
+		s.errorPage(w, r, http.StatusServiceUnavailable, "This page took too long",
+			fmt.Sprintf("Its reads were stopped after %s. Narrow the page (filters, a smaller page size) or try again.", s.opts.ReadTimeout))
+		return
+	}
 	switch yella.CodeOf(err) {
 	case yella.CodeRunNotFound:
 		s.errorPage(w, r, http.StatusNotFound, "Run not found", "No run has the id "+quote(r.PathValue("id"))+". It may have been pruned by retention.")
@@ -312,6 +345,26 @@ func (s *server) engineError(w http.ResponseWriter, r *http.Request, err error) 
 		ref := newRef()
 		s.log.Error("dashboard: engine error", "ref", ref, "path", r.URL.Path, "err", err)
 		s.errorPage(w, r, http.StatusInternalServerError, "Internal error", "The engine returned an unexpected error. Reference: "+ref+".")
+	}
+}
+
+// bounded renders a page within the read bounds: a slot among
+// MaxConcurrentPages (or 503 at once) and ReadTimeout on the request's
+// context, which the engine's reads pass to the store.
+func (s *server) bounded(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.pagesNow <- struct{}{}:
+			defer func() { <-s.pagesNow }()
+		default:
+			w.Header().Set("Retry-After", "2")
+			s.errorPage(w, r, http.StatusServiceUnavailable, "Busy",
+				fmt.Sprintf("%d pages are being prepared, the most this server renders at once; try again in a moment.", cap(s.pagesNow)))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.ReadTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx))
 	}
 }
 

@@ -137,7 +137,7 @@ func (s *server) handler() (http.Handler, error) {
 		},
 		Gatherers: []prometheus.Gatherer{prometheus.DefaultGatherer},
 	}
-	dopts := dashboard.Options{Logger: s.log}
+	dopts := dashboard.Options{Logger: s.log, ReadTimeout: c.queryTimeout}
 	if rep != nil {
 		aopts.Replication = func() httpapi.ReplicationState {
 			st := rep.Status()
