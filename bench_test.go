@@ -14,8 +14,8 @@ import (
 )
 
 // Engine benchmarks on both stores. examples/capacity measures the same
-// work in fresh processes and prints the figures with the seed's beside
-// them; these keep the numbers in the Go benchmark format for benchstat.
+// work in fresh processes, beside reference figures; these keep the numbers
+// in the Go benchmark format for benchstat.
 
 func stores(b *testing.B) map[string]func() store.Store {
 	return map[string]func() store.Store{

@@ -12,8 +12,16 @@ import (
 
 // Clock tells the time and schedules callbacks. The engine reads time only
 // through its Clock, so tests can drive retries, leases and timeouts with a
-// fake one. Implementations must be safe for concurrent use.
-type Clock = clock.Clock
+// fake one (yellatest.Clock). Implementations must be safe for concurrent
+// use.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// AfterFunc calls f in its own goroutine once d has elapsed. The
+	// returned stop function cancels the call; it reports whether it did so
+	// before f started, like time.Timer.Stop.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
+}
 
 // Config configures an Engine. The zero value of every field except Store
 // means "the default", stated on the field.
@@ -52,7 +60,9 @@ type Config struct {
 	ReclaimInterval time.Duration
 
 	// Retry is the policy for processes without their own. Nil means no
-	// automatic retry of thrown errors (as in the original engine).
+	// automatic retry: a thrown error fails the run (errored) unless its
+	// process has a policy. Abandoned attempts are bounded by
+	// AbandonRetries then.
 	Retry *Retry
 	// AbandonRetries bounds how often a run whose attempt was abandoned (its
 	// engine crashed or was hard-stopped) is requeued when its process has no

@@ -58,6 +58,11 @@ var importRules = []importRule{
 		bad:   isEdge,
 	},
 	{
+		rule:  "the guard in front of the operator edges is plain net/http: it reaches nothing of the module, so embedders use it alone",
+		scope: is("yella/httpguard"),
+		bad:   inModule,
+	},
+	{
 		rule:  "operator edges never reach a concrete store",
 		scope: isEdge,
 		bad:   isConcreteStore,

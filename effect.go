@@ -110,7 +110,7 @@ func Effect[T any, K EffectKey](c *Ctx, key K, fn func(ctx context.Context) (T, 
 		if err := json.Unmarshal(nullIfEmpty(rec.Output), &v); err != nil {
 			return zero, &Error{Code: CodeInvalidPayload, Op: "effect", Msg: "stored output of " + k + " does not decode", Err: err}
 		}
-		a.e.publish(a.event(EffectReplay, func(ev *Event) { ev.EffectKey = k }))
+		a.e.publish(a.event(EffectReplayed, func(ev *Event) { ev.EffectKey = k }))
 		return v, nil
 	}
 	ctx := context.Context(c)
@@ -131,10 +131,10 @@ func Effect[T any, K EffectKey](c *Ctx, key K, fn func(ctx context.Context) (T, 
 		return zero, err
 	}
 	if ferr != nil {
-		a.e.publish(a.event(EffectError, func(ev *Event) { ev.EffectKey, ev.Error, ev.Duration = k, ferr.Error(), dur }))
+		a.e.publish(a.event(EffectFailed, func(ev *Event) { ev.EffectKey, ev.Error, ev.Duration = k, ferr.Error(), dur }))
 		return zero, ferr
 	}
-	a.e.publish(a.event(EffectComplete, func(ev *Event) { ev.EffectKey, ev.Duration = k, dur }))
+	a.e.publish(a.event(EffectCompleted, func(ev *Event) { ev.EffectKey, ev.Duration = k, dur }))
 	return v, nil
 }
 

@@ -170,9 +170,9 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 		if r, err = e.store.Run(ctx, id); err != nil {
 			return nil, storeErr("emit and wait", id, err)
 		}
-		out = append(out, r)
+		out = append(out, runOf(r))
 	}
-	return append(out, pruned...), nil
+	return append(out, runsOf(pruned)...), nil
 }
 
 // encodePayload encodes v as JSON and checks it: at most

@@ -189,11 +189,12 @@ func (e *Engine) listeners(event string) []*registered {
 	return e.byEvent[event]
 }
 
-// Start recovers and begins dispatching: runs abandoned by a dead owner
-// are reclaimed at once (see store.Store.Abandoned), idle runs are loaded,
-// and background work (heartbeats, lease sweeps, rollups, retention)
-// starts. It is idempotent. Register processes first: recovered runs are
-// executed as soon as Start returns.
+// Start recovers and begins dispatching: runs whose owner the store knows
+// to be dead (on SQLite, whoever held the file before this process) are
+// reclaimed at once, idle runs are loaded, and background work
+// (heartbeats, lease sweeps, rollups, retention) starts. It is idempotent.
+// Register processes first: recovered runs are executed as soon as Start
+// returns.
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	switch e.state {
@@ -469,7 +470,7 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 func (e *Engine) abandon(r *store.Run, now time.Time, why string, code Code, reclaim bool, slot *dispatch.Item) {
 	c := &change{u: e.abandonment(r, now, why, code, reclaim), run: r, slot: slot}
 	if reclaim {
-		c.event = LeaseReclaim
+		c.event = LeaseReclaimed
 	}
 	if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
 		e.internalError("abandon", err)
@@ -548,7 +549,7 @@ func itemOf(r *store.Run) dispatch.Item {
 
 func runEvent(r *store.Run) Event {
 	return Event{RunID: r.ID, CorrelationID: r.CorrelationID, ParentID: r.ParentID, Process: r.Process,
-		EventName: r.Event, Status: r.Status, Attempt: r.Attempts}
+		EventName: r.Event, Status: Status(r.Status), Attempt: r.Attempts}
 }
 
 func with(ev Event, t EventType) Event {

@@ -158,7 +158,7 @@ func engineCases() []Case {
 			runs, err := e.EmitAndWait(h.Ctx(), "ev", 1)
 			Expect(h, "err", err, nil)
 			Expect(h, "runs", len(runs), 1)
-			Expect(h, "status", runs[0].Status, store.StatusCompleted)
+			Expect(h, "status", runs[0].Status, yella.StatusCompleted)
 			Expect(h, "output", string(runs[0].Output), `{"v":"from effect"}`)
 			Expect(h, "no error", runs[0].Error, "")
 		}},
@@ -185,8 +185,8 @@ func engineCases() []Case {
 			Expect(h, "status", r.Status, store.StatusErrored)
 			Expect(h, "error", r.Error, "kaput")
 			Expect(h, "no code", r.ErrorCode, "")
-			evs := h.Events(yella.RunError)
-			Expect(h, "run:error", len(evs), 1)
+			evs := h.Events(yella.RunFailed)
+			Expect(h, "run:failed", len(evs), 1)
 			if len(evs) == 1 {
 				Expect(h, "event error", evs[0].Error, "kaput")
 			}
@@ -207,7 +207,7 @@ func engineCases() []Case {
 			ExpectContains(h, "error", h.Run(id).Error, "empty Result")
 		}},
 		Case{Name: "Exec/UnregisteredProcessLeftAsIs", Spec: []int{126},
-			Note: "a run whose process this engine does not have is never claimed or ended: it stays idle, untouched, and runs once an engine registers the process (the original errored it with HANDLER_NOT_FOUND, which destroyed the pending work of other programs sharing the database)",
+			Note: "a run whose process this engine does not have is never claimed or ended: it stays idle, untouched, and runs once an engine registers the process (erroring it with HANDLER_NOT_FOUND, as earlier versions did, destroyed the pending work of other programs sharing the database)",
 			Fn: func(h *H) {
 				e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
 				id := h.One(e, "ev", nil)
@@ -333,9 +333,9 @@ func engineCases() []Case {
 			Expect(h, "root first", chain[0].ID, id)
 			for _, r := range chain {
 				Expect(h, r.Process+" correlation", r.CorrelationID, id)
-				Expect(h, r.Process+" status", r.Status, store.StatusCompleted)
+				Expect(h, r.Process+" status", r.Status, yella.StatusCompleted)
 			}
-			evs := h.Events(yella.RunComplete)
+			evs := h.Events(yella.RunCompleted)
 			for _, ev := range evs {
 				if ev.RunID == id {
 					Expect(h, "children on event", len(ev.Children), 2)
@@ -361,10 +361,10 @@ func engineCases() []Case {
 			chain, _ := e.Chain(h.Ctx(), id)
 			Expect(h, "chain", len(chain), 3)
 			for _, r := range chain {
-				Expect(h, r.Process, r.Status, store.StatusCompleted)
+				Expect(h, r.Process, r.Status, yella.StatusCompleted)
 			}
 		}},
-		Case{Name: "Chain/DepthExceeded", Spec: []int{144}, Note: "fixes gap 6: the overflow emits run:depth-exceeded and run:error and is counted", Fn: func(h *H) {
+		Case{Name: "Chain/DepthExceeded", Spec: []int{144}, Note: "fixed: the overflow emits run:depth-exceeded and run:failed and is counted", Fn: func(h *H) {
 			e := h.Started(yella.Config{MaxChainDepth: 1},
 				Proc("s0", "e0", func(c *yella.Ctx) yella.Result { return c.OK(nil, yella.Then("e1")) }),
 				Proc("s1", "e1", func(c *yella.Ctx) yella.Result { return c.OK(nil, yella.Then("e2")) }),
@@ -373,11 +373,11 @@ func engineCases() []Case {
 			h.Drain(e)
 			chain, _ := e.Chain(h.Ctx(), id)
 			Expect(h, "chain", len(chain), 2)
-			Expect(h, "e0", chain[0].Status, store.StatusCompleted)
-			Expect(h, "e1", chain[1].Status, store.StatusErrored)
-			Expect(h, "e1 code", chain[1].ErrorCode, string(yella.CodeChainDepthExceeded))
-			Expect(h, "event", len(h.Events(yella.RunDepth)), 1)
-			Expect(h, "run:error", len(h.Events(yella.RunError)), 1)
+			Expect(h, "e0", chain[0].Status, yella.StatusCompleted)
+			Expect(h, "e1", chain[1].Status, yella.StatusErrored)
+			Expect(h, "e1 code", chain[1].ErrorCode, yella.CodeChainDepthExceeded)
+			Expect(h, "event", len(h.Events(yella.RunDepthExceeded)), 1)
+			Expect(h, "run:failed", len(h.Events(yella.RunFailed)), 1)
 			m, _ := e.Metrics(h.Ctx())
 			Expect(h, "metric", m.Totals.DepthExceeded, int64(1))
 		}},
@@ -476,7 +476,7 @@ func engineCases() []Case {
 		}},
 
 		// Per-process caps.
-		Case{Name: "Caps/DropWhileActive", Spec: []int{122, 146, 188, 169}, Note: "fixes gap 8: drops are reported in Emission.Dropped, a run:drop event and metrics; changed: dropping is the explicit yella.Drop overflow (the default queues, see Caps/DefaultQueuesBeyondCap)", Fn: func(h *H) {
+		Case{Name: "Caps/DropWhileActive", Spec: []int{122, 146, 188, 169}, Note: "fixed: drops are reported in Emission.Dropped, a run:dropped event and metrics; changed: dropping is the explicit yella.Drop overflow (the default queues, see Caps/DefaultQueuesBeyondCap)", Fn: func(h *H) {
 			g := newGate()
 			var n atomic.Int32
 			e := h.Started(yella.Config{}, yella.Process{Name: "single", On: "ev", Concurrency: 1, Overflow: yella.Drop, Run: func(c *yella.Ctx) yella.Result {

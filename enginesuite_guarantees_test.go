@@ -39,7 +39,7 @@ func guaranteeCases() []Case {
 				return c.OK("stale")
 			}))
 			id := h.One(e, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			n := takeOver(h, id, "other")
 			g.open() // the stale attempt returns and tries to complete
 			h.Drain(e)
@@ -49,7 +49,7 @@ func guaranteeCases() []Case {
 			Expect(h, "epoch", r.Epoch, n.Epoch)
 			Expect(h, "attempts", r.Attempts, n.Attempts)
 			Expect(h, "no output from the stale attempt", string(r.Output), "")
-			Expect(h, "no run:complete", len(h.Events(yella.RunComplete)), 0)
+			Expect(h, "no run:completed", len(h.Events(yella.RunCompleted)), 0)
 		}},
 		Case{Name: "Lease/StaleEffectStartFenced", Fn: func(h *H) {
 			h.Fake()
@@ -63,7 +63,7 @@ func guaranteeCases() []Case {
 				return c.OK(nil)
 			}))
 			id := h.One(e, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			takeOver(h, id, "other")
 			g.open()
 			h.Drain(e)
@@ -96,7 +96,7 @@ func guaranteeCases() []Case {
 			h.WaitStatus(r.ID, store.StatusCompleted)
 			Expect(h, "executed once here", calls.Load(), int32(1))
 			Expect(h, "second attempt", string(h.Run(r.ID).Output), "2")
-			Expect(h, "reclaim event", len(h.Events(yella.LeaseReclaim)), 1)
+			Expect(h, "reclaim event", len(h.Events(yella.LeaseReclaimed)), 1)
 		}},
 
 		// Caps: a capped process never has more than its cap executing. The

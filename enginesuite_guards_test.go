@@ -99,7 +99,7 @@ func guardCases() []Case {
 				return c.OK(nil)
 			}))
 			id := h.One(e, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			clk.Advance(50 * time.Millisecond)
 			r := h.WaitStatus(id, store.StatusErrored)
 			Expect(h, "error", r.Error, "handler timed out")
@@ -114,7 +114,7 @@ func guardCases() []Case {
 				return c.OK(nil)
 			}), Proc("next", "ev2", Noop))
 			id := h.One(e, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			other := h.One(e, "ev2", nil)
 			clk.Advance(time.Second)
 			h.WaitStatus(id, store.StatusErrored)
@@ -133,7 +133,7 @@ func guardCases() []Case {
 				return c.OK(nil)
 			}})
 			id := h.One(e, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			clk.Advance(time.Second)
 			Expect(h, "code", h.WaitStatus(id, store.StatusErrored).ErrorCode, string(yella.CodeHandlerTimeout))
 		}},
@@ -151,7 +151,7 @@ func guardCases() []Case {
 			Expect(h, "transformed", string(h.Run(id).Output), "42")
 			Expect(h, "plain", string(h.Run(plain).Output), `{"x":1}`)
 		}},
-		Case{Name: "Schema/InvalidPayloadFailsBeforeHandler", Spec: []int{167, 246, 240}, Note: "changed: typed decoding runs inside the handler adapter, so run:start is emitted before the failure", Fn: func(h *H) {
+		Case{Name: "Schema/InvalidPayloadFailsBeforeHandler", Spec: []int{167, 246, 240}, Note: "changed: typed decoding runs inside the handler adapter, so run:started is emitted before the failure", Fn: func(h *H) {
 			var called atomic.Bool
 			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 3}}, yella.Process{Name: "typed", On: "ev", Run: yella.Handle(func(c *yella.Ctx, in struct{ N int }) yella.Result {
 				called.Store(true)
@@ -165,7 +165,7 @@ func guardCases() []Case {
 			ExpectContains(h, "error", r.Error, "decode payload")
 			Expect(h, "handler not called", called.Load(), false)
 			Expect(h, "not retried", r.Attempts, 1)
-			Expect(h, "run:error", len(h.Events(yella.RunError)), 1)
+			Expect(h, "run:failed", len(h.Events(yella.RunFailed)), 1)
 		}},
 		Case{Name: "Config/Invalid", Spec: []int{175}, Note: "changed: durations are typed; each invalid field is named in the error", Fn: func(h *H) {
 			bad := map[string]yella.Config{
@@ -256,7 +256,7 @@ func guardCases() []Case {
 			if err != nil || len(runs) != 1 {
 				h.Fatalf("emit and wait: %v, %d runs, want 1", err, len(runs))
 			}
-			Expect(h, "completed", runs[0].Status, store.StatusCompleted)
+			Expect(h, "completed", runs[0].Status, yella.StatusCompleted)
 			g.open()
 		}},
 		Case{Name: "Engine/EmitAndWaitWaitsForChainAndRetries", Spec: []int{217}, Fn: func(h *H) {
@@ -277,7 +277,7 @@ func guardCases() []Case {
 			if len(chain) != 2 {
 				h.Fatalf("chain of %d runs, want 2", len(chain))
 			}
-			Expect(h, "child done when wait returns", chain[1].Status, store.StatusCompleted)
+			Expect(h, "child done when wait returns", chain[1].Status, yella.StatusCompleted)
 			Expect(h, "tries", tries.Load(), int32(3))
 		}},
 		Case{Name: "Engine/EmitAndWaitWithRetention", Spec: []int{220}, Fn: func(h *H) {

@@ -36,7 +36,7 @@ func keyCases() []Case {
 			Expect(h, "emit and wait runs", len(runs), 2)
 			for i, r := range runs {
 				Expect(h, "emit and wait id", r.ID, first.Runs[i])
-				Expect(h, "emit and wait status", r.Status, store.StatusCompleted)
+				Expect(h, "emit and wait status", r.Status, yella.StatusCompleted)
 				Expect(h, "emit and wait key", r.IdempotencyKey, "evt_1")
 			}
 			other := h.Emit(e, "ev", nil, yella.IdempotencyKey("evt_2"))

@@ -17,7 +17,7 @@ func leaseCases() []Case {
 			g := newGate()
 			e := h.Started(yella.Config{LeaseTimeout: 3 * time.Second, HandlerTimeout: time.Hour}, Proc("long", "ev", func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) }))
 			id := h.One(e, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			for range 10 { // 10 s: far past the 3 s lease
 				clk.Advance(time.Second)
 			}
@@ -25,7 +25,7 @@ func leaseCases() []Case {
 			g.open()
 			h.Drain(e)
 			Expect(h, "completed once", h.Run(id).Status, store.StatusCompleted)
-			Expect(h, "no reclaim", len(h.Events(yella.LeaseReclaim)), 0)
+			Expect(h, "no reclaim", len(h.Events(yella.LeaseReclaimed)), 0)
 		}},
 		Case{Name: "Lease/LostLeaseAbortsOnce", Spec: []int{139}, Fn: func(h *H) {
 			clk := h.Fake()
@@ -38,7 +38,7 @@ func leaseCases() []Case {
 				return c.OK(nil)
 			}))
 			id := h.One(e, "ev", nil)
-			r := h.WaitEvent(yella.RunStart, id)
+			r := h.WaitEvent(yella.RunStarted, id)
 			_ = r
 			cur := h.Run(id)
 			// Another owner takes the run over.
@@ -53,7 +53,7 @@ func leaseCases() []Case {
 			Expect(h, "other owner untouched", h.Run(id).LeaseOwner, "other")
 			Expect(h, "still running", h.Run(id).Status, store.StatusRunning)
 		}},
-		Case{Name: "Lease/PeriodicSweepReclaims", Spec: []int{253, 255, 256}, Note: "fixes gap 1: expired leases are reclaimed by a periodic sweep while the engine runs, not only at start", Fn: func(h *H) {
+		Case{Name: "Lease/PeriodicSweepReclaims", Spec: []int{253, 255, 256}, Note: "fixed: expired leases are reclaimed by a periodic sweep while the engine runs, not only at start", Fn: func(h *H) {
 			clk := h.Fake()
 			var runs atomic.Int32
 			e := h.Started(yella.Config{LeaseTimeout: 3 * time.Second, Retry: &yella.Retry{Max: 2}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
@@ -69,8 +69,8 @@ func leaseCases() []Case {
 			h.WaitStatus(r.ID, store.StatusCompleted)
 			Expect(h, "executed once here", runs.Load(), int32(1))
 			Expect(h, "attempt", string(h.Run(r.ID).Output), "2")
-			Expect(h, "reclaim event", len(h.Events(yella.LeaseReclaim)), 1)
-			rt := h.Events(yella.RunRetry)
+			Expect(h, "reclaim event", len(h.Events(yella.LeaseReclaimed)), 1)
+			rt := h.Events(yella.RunRetryScheduled)
 			Expect(h, "retry event", len(rt), 1)
 			if len(rt) == 1 {
 				ExpectContains(h, "retry error", rt[0].Error, "lease expired")
@@ -78,7 +78,7 @@ func leaseCases() []Case {
 			tl, _ := e.Timeline(h.Ctx(), r.ID)
 			found := false
 			for _, en := range tl {
-				if en.Status == store.StatusIdle && en.Note == "lease expired" {
+				if en.Status == yella.StatusIdle && en.Note == "lease expired" {
 					found = true
 				}
 			}
@@ -95,10 +95,10 @@ func leaseCases() []Case {
 			got := h.WaitStatus(r.ID, store.StatusDead)
 			ExpectContains(h, "error", got.Error, "lease expired")
 			Expect(h, "code", got.ErrorCode, string(yella.CodeLeaseExpired))
-			Expect(h, "run:dead", len(h.Events(yella.RunDead)), 1)
+			Expect(h, "run:dead-lettered", len(h.Events(yella.RunDeadLettered)), 1)
 			_ = e
 		}},
-		Case{Name: "Lease/NoPolicyAbandonBudget", Note: "fixes gap 2: without a retry policy, abandoned attempts are bounded by Config.AbandonRetries", Fn: func(h *H) {
+		Case{Name: "Lease/NoPolicyAbandonBudget", Note: "fixed: without a retry policy, abandoned attempts are bounded by Config.AbandonRetries", Fn: func(h *H) {
 			clk := h.Fake()
 			h.Started(yella.Config{LeaseTimeout: 3 * time.Second, AbandonRetries: 1}, Proc("a", "ev", Noop))
 			r := h.Admit("a", "ev", nil)
@@ -119,7 +119,7 @@ func leaseCases() []Case {
 				return c.OK("from " + c.RunID()[:4])
 			}))
 			id := h.One(e, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			cur := h.Run(id)
 			// The run is taken away (as a sweep after a long stall would do) and
 			// completed by a new attempt.
@@ -157,7 +157,7 @@ func leaseCases() []Case {
 			cfg := yella.Config{LeaseTimeout: 3 * time.Second, HeartbeatInterval: time.Second}
 			a := h.Started(cfg, proc)
 			id := h.One(a, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			stopped := make(chan error, 1)
 			go func() { stopped <- a.Stop(h.Ctx()) }()
 			h.Started(cfg, proc) // a second engine sweeps for expired leases
@@ -230,7 +230,7 @@ func leaseCases() []Case {
 			h.Drain(e2)
 			Expect(h, "once", n.Load(), int32(1))
 		}},
-		Case{Name: "Restart/DelayedRetryResumes", Durable: true, Note: "fixes gap 10: delayed retries inherited across a restart get a timer", Fn: func(h *H) {
+		Case{Name: "Restart/DelayedRetryResumes", Durable: true, Note: "fixed: delayed retries inherited across a restart get a timer", Fn: func(h *H) {
 			clk := h.Fake()
 			var fail atomic.Bool
 			fail.Store(true)

@@ -2,7 +2,6 @@ package yella_test
 
 import (
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/store"
 )
 
 // Cases for run listings filtered on several statuses.
@@ -30,7 +29,7 @@ func listingCases() []Case {
 	}
 }
 
-func distinct(rs []store.Run) map[string]bool {
+func distinct(rs []yella.Run) map[string]bool {
 	out := map[string]bool{}
 	for _, r := range rs {
 		out[r.ID] = true

@@ -21,7 +21,8 @@ func panicOn(e *yella.Engine, t yella.EventType) {
 
 func obsCases() []Case {
 	return []Case{
-		// A panicking subscriber never affects runs (the original's hooks).
+		// A panicking subscriber never affects runs: it is counted and
+		// recorded, and the engine goes on.
 		Case{Name: "Hardening/PanickingSubscribers", Spec: []int{292, 293, 294, 295, 296, 297, 300, 312, 313}, Fn: func(h *H) {
 			e := h.Engine(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}},
 				Proc("ok", "a", Noop),
@@ -32,7 +33,7 @@ func obsCases() []Case {
 					return c.OK(nil)
 				}),
 				Proc("doomed", "c", func(c *yella.Ctx) yella.Result { return c.Error(errors.New("always")) }))
-			for _, t := range []yella.EventType{yella.RunStart, yella.RunComplete, yella.RunError, yella.RunRetry, yella.RunDead} {
+			for _, t := range []yella.EventType{yella.RunStarted, yella.RunCompleted, yella.RunFailed, yella.RunRetryScheduled, yella.RunDeadLettered} {
 				panicOn(e, t)
 			}
 			var after atomic.Int32
@@ -51,7 +52,7 @@ func obsCases() []Case {
 			e := h.Started(yella.Config{}, Proc("a", "ev", Noop))
 			var n atomic.Int32
 			unsub := e.Subscribe(func(ev yella.Event) {
-				if ev.Type == yella.RunComplete {
+				if ev.Type == yella.RunCompleted {
 					n.Add(1)
 				}
 			})
@@ -91,7 +92,7 @@ func obsCases() []Case {
 					yella.Effect(c, "e", func(context.Context) (int, error) { return 0, errors.New("effect down") })
 					return c.Error(errors.New("boom"))
 				}))
-			panicOn(e, yella.RunStart) // one internal error per start
+			panicOn(e, yella.RunStarted) // one internal error per start
 			h.One(e, "a", nil)
 			h.One(e, "b", nil)
 			h.Drain(e)
@@ -140,7 +141,7 @@ func obsCases() []Case {
 			_, err = e.Observability(h.Ctx(), yella.ObservabilityQuery{From: now, To: now.Add(-time.Hour)})
 			ExpectCode(h, "from after to", err, yella.CodeInvalidQuery)
 		}},
-		Case{Name: "Observability/AccuratePercentiles", Note: "fixes gap 20: percentiles within 1%, not bucket bounds", Fn: func(h *H) {
+		Case{Name: "Observability/AccuratePercentiles", Note: "fixed: percentiles within 1%, not bucket bounds", Fn: func(h *H) {
 			clk := h.Fake()
 			e := h.Started(yella.Config{Concurrency: 1}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
 				var ms int

@@ -44,8 +44,8 @@ func opsCases() []Case {
 			_, err = e.Resume(h.Ctx(), id, nil)
 			ExpectCode(h, "second resume", err, yella.CodeInvalidRunState)
 			ExpectContains(h, "message", err.Error(), "not deferred")
-			evs := h.Events(yella.RunResume)
-			Expect(h, "run:resume", len(evs), 1)
+			evs := h.Events(yella.RunResumed)
+			Expect(h, "run:resumed", len(evs), 1)
 			if len(evs) == 1 {
 				Expect(h, "event children", len(evs[0].Children), 1)
 				Expect(h, "event child id", evs[0].Children[0], kids[0].ID)
@@ -53,7 +53,7 @@ func opsCases() []Case {
 			m, _ := e.Metrics(h.Ctx())
 			Expect(h, "resumes", m.Totals.Resumes, int64(1))
 		}},
-		Case{Name: "Resume/MergeAndReplace", Spec: []int{200, 207}, Note: "fixes gap 14: arrays are not merged as objects", Fn: func(h *H) {
+		Case{Name: "Resume/MergeAndReplace", Spec: []int{200, 207}, Note: "fixed: arrays are not merged as objects", Fn: func(h *H) {
 			e := h.Started(yella.Config{},
 				Proc("obj", "a", func(c *yella.Ctx) yella.Result { return c.Defer("go", map[string]int{"x": 1, "y": 2}) }),
 				Proc("str", "b", func(c *yella.Ctx) yella.Result { return c.Defer("go", "text") }),
@@ -102,7 +102,7 @@ func opsCases() []Case {
 		}},
 
 		// Repairs.
-		Case{Name: "Repair/RetryErrored", Spec: []int{270, 280}, Note: "fixes gap 7: emits run:retry-manual and counts it", Fn: func(h *H) {
+		Case{Name: "Repair/RetryErrored", Spec: []int{270, 280}, Note: "fixed: emits run:retried and counts it", Fn: func(h *H) {
 			var n atomic.Int32
 			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
 				if n.Add(1) == 1 {
@@ -115,7 +115,7 @@ func opsCases() []Case {
 			Expect(h, "errored", h.Run(id).Status, store.StatusErrored)
 			r, err := e.Retry(h.Ctx(), id)
 			Expect(h, "retry", err, nil)
-			Expect(h, "idle", r.Status, store.StatusIdle)
+			Expect(h, "idle", r.Status, yella.StatusIdle)
 			Expect(h, "completed at cleared", r.CompletedAt.IsZero(), true)
 			tl, _ := e.Timeline(h.Ctx(), id)
 			Expect(h, "timeline note", hasNote(tl, "manual retry"), true)
@@ -123,7 +123,7 @@ func opsCases() []Case {
 			Expect(h, "completed", h.Run(id).Status, store.StatusCompleted)
 			Expect(h, "output", string(h.Run(id).Output), `"second"`)
 			Expect(h, "handler calls", n.Load(), int32(2))
-			Expect(h, "event", len(h.Events(yella.RunRetryAsked)), 1)
+			Expect(h, "event", len(h.Events(yella.RunRetried)), 1)
 			m, _ := e.Metrics(h.Ctx())
 			Expect(h, "metric", m.Totals.ManualRetries, int64(1))
 		}},
@@ -145,7 +145,7 @@ func opsCases() []Case {
 			_, err = e.Retry(h.Ctx(), ID())
 			ExpectCode(h, "unknown", err, yella.CodeRunNotFound)
 		}},
-		Case{Name: "Repair/RequeueDead", Spec: []int{272, 273, 315}, Note: "fixes gap 7: emits run:requeue", Fn: func(h *H) {
+		Case{Name: "Repair/RequeueDead", Spec: []int{272, 273, 315}, Note: "fixed: emits run:requeued", Fn: func(h *H) {
 			var fail atomic.Bool
 			fail.Store(true)
 			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}},
@@ -165,7 +165,7 @@ func opsCases() []Case {
 			fail.Store(false)
 			r, err := e.RequeueDead(h.Ctx(), id)
 			Expect(h, "err", err, nil)
-			Expect(h, "idle", r.Status, store.StatusIdle)
+			Expect(h, "idle", r.Status, yella.StatusIdle)
 			Expect(h, "attempts reset", r.Attempts, 0)
 			h.Drain(e)
 			Expect(h, "completed", h.Run(id).Status, store.StatusCompleted)
@@ -173,7 +173,7 @@ func opsCases() []Case {
 			Expect(h, "retries", m.Totals.Retries, int64(1))
 			Expect(h, "dead letters", m.Totals.DeadLetters, int64(1))
 			Expect(h, "requeues", m.Totals.Requeues, int64(1))
-			Expect(h, "event", len(h.Events(yella.RunRequeue)), 1)
+			Expect(h, "event", len(h.Events(yella.RunRequeued)), 1)
 		}},
 		Case{Name: "Repair/RequeueAllDead", Fn: func(h *H) {
 			var fail atomic.Bool
@@ -212,23 +212,23 @@ func opsCases() []Case {
 			h.Drain(e)
 			m, _ := e.Metrics(h.Ctx())
 			Expect(h, "requeues", m.Totals.Requeues, int64(450))
-			Expect(h, "dead again", m.Queue[store.StatusDead], int64(450))
+			Expect(h, "dead again", m.Queue[yella.StatusDead], int64(450))
 		}},
-		Case{Name: "Repair/CancelIdle", Spec: []int{274}, Note: "fixes gap 7: emits run:cancel and counts it; changed: the run is cancelled (its own status, refining errored), not errored", Fn: func(h *H) {
+		Case{Name: "Repair/CancelIdle", Spec: []int{274}, Note: "fixed: emits run:cancelled and counts it; changed: the run is cancelled (its own status, refining errored), not errored", Fn: func(h *H) {
 			e := h.Engine(yella.Config{}, Proc("a", "ev", Noop))
 			id := h.One(e, "ev", nil)
 			r, err := e.Cancel(h.Ctx(), id)
 			Expect(h, "err", err, nil)
-			Expect(h, "cancelled", r.Status, store.StatusCancelled)
-			Expect(h, "state", r.State(), store.StateErrored)
+			Expect(h, "cancelled", r.Status, yella.StatusCancelled)
+			Expect(h, "state", r.State(), yella.StateErrored)
 			Expect(h, "error", r.Error, "cancelled by an operator")
-			Expect(h, "code", r.ErrorCode, string(yella.CodeCancelled))
+			Expect(h, "code", r.ErrorCode, yella.CodeCancelled)
 			tl, _ := e.Timeline(h.Ctx(), id)
 			Expect(h, "timeline", tl[len(tl)-1].Note, "cancelled")
 			h.Start(e)
 			h.Drain(e)
-			Expect(h, "never executed", len(h.Events(yella.RunStart)), 0)
-			Expect(h, "event", len(h.Events(yella.RunCancel)), 1)
+			Expect(h, "never executed", len(h.Events(yella.RunStarted)), 0)
+			Expect(h, "event", len(h.Events(yella.RunCancelled)), 1)
 			m, _ := e.Metrics(h.Ctx())
 			Expect(h, "metric", m.Totals.Cancels, int64(1))
 		}},
@@ -255,7 +255,7 @@ func opsCases() []Case {
 				return c.OK("ignored")
 			}))
 			id := h.One(e, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			_, err := e.Cancel(h.Ctx(), id)
 			Expect(h, "cancel", err, nil)
 			g.open()
@@ -292,7 +292,7 @@ func opsCases() []Case {
 				return c.OK(nil)
 			}))
 			id := h.One(e, "ev", nil)
-			h.WaitEvent(yella.RunStart, id)
+			h.WaitEvent(yella.RunStarted, id)
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			defer cancel()
 			err := e.Stop(ctx)
@@ -310,7 +310,7 @@ func opsCases() []Case {
 			_, err = e.Run(h.Ctx(), id)
 			Expect(h, "queries still work", err, nil)
 		}},
-		Case{Name: "Stop/HardStopBudget", Note: "fixes gap 5: hard stops count attempts, so a run that never finishes reaches the dead letters", Fn: func(h *H) {
+		Case{Name: "Stop/HardStopBudget", Note: "fixed: hard stops count attempts, so a run that never finishes reaches the dead letters", Fn: func(h *H) {
 			for i := range 2 {
 				release := newGate()
 				e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1}}, Proc("hang", "ev", func(c *yella.Ctx) yella.Result { <-release.ch; return c.OK(nil) }))
@@ -348,7 +348,7 @@ func opsCases() []Case {
 			Expect(h, "fn once", fn.Load(), int32(1))
 			Expect(h, "handler twice", handler.Load(), int32(2))
 			Expect(h, "output replayed", string(h.Run(id).Output), `{"call":1}`)
-			rep := h.Events(yella.EffectReplay)
+			rep := h.Events(yella.EffectReplayed)
 			Expect(h, "replay event", len(rep), 1)
 			if len(rep) == 1 {
 				Expect(h, "replay key", rep[0].EffectKey, `arr:v1:["charge","c1"]`)
@@ -372,8 +372,8 @@ func opsCases() []Case {
 			h.Drain(e)
 			Expect(h, "fn twice", fn.Load(), int32(2))
 			Expect(h, "output", string(h.Run(id).Output), "7")
-			ee := h.Events(yella.EffectError)
-			Expect(h, "effect:error", len(ee), 1)
+			ee := h.Events(yella.EffectFailed)
+			Expect(h, "effect:failed", len(ee), 1)
 			if len(ee) == 1 {
 				Expect(h, "key", ee[0].EffectKey, "str:k")
 				Expect(h, "message", ee[0].Error, "flaky downstream")
@@ -411,8 +411,8 @@ func opsCases() []Case {
 			Expect(h, "output", string(h.Run(id).Output), `{"arr":[1,2],"async":5,"nil":null,"num":1.5,"obj":{"a":[1,"x"]},"str":"s"}`)
 			effs, _ := e.Effects(h.Ctx(), id)
 			Expect(h, "records", len(effs), 6)
-			done := h.Events(yella.EffectComplete)
-			Expect(h, "effect:complete", len(done), 6)
+			done := h.Events(yella.EffectCompleted)
+			Expect(h, "effect:completed", len(done), 6)
 			for _, ev := range done {
 				Expect(h, "duration", ev.Duration >= 0, true)
 			}
@@ -470,7 +470,7 @@ func opsCases() []Case {
 			Expect(h, "fn ran again", calls.Load(), int32(2))
 			Expect(h, "output", string(h.Run(id).Output), "2")
 		}},
-		Case{Name: "Effect/FencedAfterAbandonedAttempt", Spec: []int{262}, Note: "fixes gap 3: a started effect of a gone attempt fences the run once (status fenced) instead of burning retries into the dead letters", Fn: func(h *H) {
+		Case{Name: "Effect/FencedAfterAbandonedAttempt", Spec: []int{262}, Note: "fixed: a started effect of a gone attempt fences the run once (status fenced) instead of burning retries into the dead letters", Fn: func(h *H) {
 			var calls atomic.Int32
 			release := newGate()
 			defer release.open()

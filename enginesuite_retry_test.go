@@ -48,12 +48,12 @@ func retryCases() []Case {
 			Expect(h, "state", r.State(), store.StateErrored)
 			Expect(h, "attempts", r.Attempts, 3)
 			Expect(h, "last error", r.Error, "fail 3")
-			dead := h.Events(yella.RunDead)
-			Expect(h, "one run:dead", len(dead), 1)
+			dead := h.Events(yella.RunDeadLettered)
+			Expect(h, "one run:dead-lettered", len(dead), 1)
 			if len(dead) == 1 {
 				Expect(h, "dead error", dead[0].Error, "fail 3")
 			}
-			Expect(h, "order", types(h.Events(yella.RunRetry, yella.RunDead, yella.RunError)), "run:retry,run:retry,run:dead,run:error")
+			Expect(h, "order", types(h.Events(yella.RunRetryScheduled, yella.RunDeadLettered, yella.RunFailed)), "run:retry-scheduled,run:retry-scheduled,run:dead-lettered,run:failed")
 		}},
 		Case{Name: "Retry/DelayedRetryFiresOnTime", Spec: []int{228}, Note: "fake clock: no sleeping; drain waits for the delayed retry", Fn: func(h *H) {
 			clk := h.Fake()
@@ -100,12 +100,12 @@ func retryCases() []Case {
 			}))
 			h.One(e, "ev", nil)
 			h.Drain(e)
-			evs := h.Events(yella.RunRetry)
+			evs := h.Events(yella.RunRetryScheduled)
 			Expect(h, "retries", len(evs), 2)
 			for i, ev := range evs {
 				Expect(h, "attempt", ev.Attempt, i+1)
 				Expect(h, "error", ev.Error, fmt.Sprintf("try %d", i+1))
-				Expect(h, "status", ev.Status, store.StatusIdle)
+				Expect(h, "status", ev.Status, yella.StatusIdle)
 			}
 		}},
 		Case{Name: "Retry/ContextSurvivesRetry", Spec: []int{233}, Fn: func(h *H) {
@@ -139,12 +139,12 @@ func retryCases() []Case {
 			e := h.Started(yella.Config{}, Proc("a", "ev", Noop))
 			id := h.One(e, "ev", nil)
 			h.Drain(e)
-			evs := h.Events(yella.RunStart, yella.RunComplete, yella.RunError)
-			Expect(h, "order", types(evs), "run:start,run:complete")
+			evs := h.Events(yella.RunStarted, yella.RunCompleted, yella.RunFailed)
+			Expect(h, "order", types(evs), "run:started,run:completed")
 			for _, ev := range evs {
 				Expect(h, "run id", ev.RunID, id)
 			}
-			Expect(h, "complete status", evs[1].Status, store.StatusCompleted)
+			Expect(h, "complete status", evs[1].Status, yella.StatusCompleted)
 			Expect(h, "duration", evs[1].Duration >= 0, true)
 		}},
 		Case{Name: "Events/FailureOrder", Spec: []int{237, 238, 239, 242, 303}, Fn: func(h *H) {
@@ -153,13 +153,13 @@ func retryCases() []Case {
 				Proc("failed", "b", func(c *yella.Ctx) yella.Result { return c.Fail(errors.New("nope")) }))
 			h.One(e, "a", nil)
 			h.Drain(e)
-			Expect(h, "thrown order", types(h.Events(yella.RunStart, yella.RunComplete, yella.RunError)), "run:start,run:error")
+			Expect(h, "thrown order", types(h.Events(yella.RunStarted, yella.RunCompleted, yella.RunFailed)), "run:started,run:failed")
 			h.One(e, "b", nil)
 			h.Drain(e)
-			errs := h.Events(yella.RunError)
+			errs := h.Events(yella.RunFailed)
 			Expect(h, "errors", len(errs), 2)
 			Expect(h, "thrown message", errs[0].Error, "boom")
-			Expect(h, "thrown status", errs[0].Status, store.StatusErrored)
+			Expect(h, "thrown status", errs[0].Status, yella.StatusErrored)
 			Expect(h, "fail message", errs[1].Error, "nope")
 		}},
 		Case{Name: "Events/StartPerAttemptErrorOnce", Spec: []int{243}, Fn: func(h *H) {
@@ -168,12 +168,12 @@ func retryCases() []Case {
 			}))
 			h.One(e, "ev", nil)
 			h.Drain(e)
-			starts := h.Events(yella.RunStart)
+			starts := h.Events(yella.RunStarted)
 			Expect(h, "starts", len(starts), 3)
 			for i, s := range starts {
 				Expect(h, "attempt", s.Attempt, i+1)
 			}
-			Expect(h, "one run:error", len(h.Events(yella.RunError)), 1)
+			Expect(h, "one run:failed", len(h.Events(yella.RunFailed)), 1)
 		}},
 	}
 }

@@ -17,9 +17,9 @@ func nested(n int) json.RawMessage {
 	return json.RawMessage(strings.Repeat("[", n) + "1" + strings.Repeat("]", n))
 }
 
-// Cases for guarantees added after the original engine: a chain read from
-// any of its runs, payload limits at admission, the cancelled status, a
-// bounded queue beyond a cap by default.
+// Cases for the safety guarantees: a chain read from any of its runs,
+// payload limits at admission, the cancelled status, a bounded queue beyond
+// a cap by default.
 func safetyCases() []Case {
 	return []Case{
 		Case{Name: "Caps/DefaultQueuesBeyondCap", Note: "changed: a capped process without an explicit Overflow queues up to yella.DefaultQueueLimit runs beyond its cap instead of dropping; a drop beyond that is reported by Emission.Err", Fn: func(h *H) {
@@ -74,9 +74,9 @@ func safetyCases() []Case {
 			id := h.One(e, "ev", nil)
 			r := h.WaitStatus(id, store.StatusIdle) // waiting an hour for its retry
 			h.WaitFor("retry scheduled", func() bool { r = h.Run(id); return !r.RetryAt.IsZero() })
-			r, err := e.Cancel(h.Ctx(), id)
+			cancelled, err := e.Cancel(h.Ctx(), id)
 			Expect(h, "cancel", err, nil)
-			Expect(h, "returned status", r.Status, store.StatusCancelled)
+			Expect(h, "returned status", cancelled.Status, yella.StatusCancelled)
 			r = h.Run(id)
 			Expect(h, "status", r.Status, store.StatusCancelled)
 			Expect(h, "state", r.State(), store.StateErrored)
@@ -86,20 +86,20 @@ func safetyCases() []Case {
 			Expect(h, "completed at", r.CompletedAt.IsZero(), false)
 			tl, _ := e.Timeline(h.Ctx(), id)
 			last := tl[len(tl)-1]
-			Expect(h, "timeline status", last.Status, store.StatusCancelled)
+			Expect(h, "timeline status", last.Status, yella.StatusCancelled)
 			Expect(h, "timeline note", last.Note, "cancelled")
 
-			evs := h.Events(yella.RunCancel)
-			Expect(h, "run:cancel", len(evs), 1)
+			evs := h.Events(yella.RunCancelled)
+			Expect(h, "run:cancelled", len(evs), 1)
 			if len(evs) == 1 {
-				Expect(h, "event status", evs[0].Status, store.StatusCancelled)
+				Expect(h, "event status", evs[0].Status, yella.StatusCancelled)
 				Expect(h, "event code", evs[0].Code, yella.CodeCancelled)
 			}
-			Expect(h, "no run:error", len(h.Events(yella.RunError)), 0)
+			Expect(h, "no run:failed", len(h.Events(yella.RunFailed)), 0)
 			m, _ := e.Metrics(h.Ctx())
-			Expect(h, "queue cancelled", m.Queue[store.StatusCancelled], int64(1))
-			Expect(h, "queue errored", m.Queue[store.StatusErrored], int64(0))
-			Expect(h, "queue idle", m.Queue[store.StatusIdle], int64(0))
+			Expect(h, "queue cancelled", m.Queue[yella.StatusCancelled], int64(1))
+			Expect(h, "queue errored", m.Queue[yella.StatusErrored], int64(0))
+			Expect(h, "queue idle", m.Queue[yella.StatusIdle], int64(0))
 			Expect(h, "cancels", m.Totals.Cancels, int64(1))
 			c, _ := h.St.Counts(h.Ctx())
 			Expect(h, "store count", c[store.StatusCancelled], int64(1))
@@ -251,7 +251,7 @@ func safetyCases() []Case {
 	}
 }
 
-func runIDs(rs []store.Run) []string {
+func runIDs(rs []yella.Run) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = r.ID

@@ -76,9 +76,11 @@ var engineStores = []struct {
 // Case is one engine-suite check.
 type Case struct {
 	Name string
-	// Spec lists the behaviours of spec §12 this case covers.
+	// Spec lists the numbered behaviours this case covers, the rows of
+	// the coverage table (testdata/coverage.md, TestCoverageTable).
 	Spec []int
-	// Note says how the behaviour differs from the original, if it does.
+	// Note says what is new, changed or fixed about the behaviour, if
+	// anything; the coverage table lists every note.
 	Note      string
 	Durable   bool // needs a durable store
 	Shared    bool // needs a store several engines may share
@@ -430,24 +432,25 @@ func TestEngineSuiteListsEveryGroup(t *testing.T) {
 // suiteCase is one case of either suite, for the coverage table.
 type suiteCase struct {
 	name, note string
-	spec       []int
-	store      bool // a case of the store-only suite (store/storetest)
+	items      []int // the numbered behaviours it covers
+	store      bool  // a case of the store-only suite (store/storetest)
 }
 
 func allSuiteCases() []suiteCase {
 	var out []suiteCase
 	for _, c := range storetest.Cases() {
-		out = append(out, suiteCase{name: c.Name, note: c.Note, spec: c.Spec, store: true})
+		out = append(out, suiteCase{name: c.Name, note: c.Note, items: c.Spec, store: true})
 	}
 	for _, c := range engineSuiteCases() {
-		out = append(out, suiteCase{name: c.Name, note: c.Note, spec: c.Spec})
+		out = append(out, suiteCase{name: c.Name, note: c.Note, items: c.Spec})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
 }
 
-// The two suites together cover at least 150 behaviours of spec §12
-// (numbered 1–388), and no case name is used twice across them.
+// The two suites together cover at least 150 of the 388 numbered
+// behaviours of the coverage table, and no case name is used twice across
+// them.
 func TestCoverage(t *testing.T) {
 	cov := map[int]bool{}
 	names := map[string]bool{}
@@ -457,17 +460,17 @@ func TestCoverage(t *testing.T) {
 			t.Errorf("duplicate case name %s", c.name)
 		}
 		names[c.name] = true
-		for _, n := range c.spec {
+		for _, n := range c.items {
 			if n < 1 || n > 388 {
-				t.Errorf("case %s names spec behaviour %d, which does not exist", c.name, n)
+				t.Errorf("case %s names behaviour %d, which does not exist (1-388)", c.name, n)
 			}
 			cov[n] = true
 		}
 	}
 	if len(cov) < 150 {
-		t.Errorf("the suites cover %d behaviours of spec §12, want at least 150", len(cov))
+		t.Errorf("the suites cover %d numbered behaviours, want at least 150", len(cov))
 	}
-	t.Logf("%d cases cover %d behaviours of spec §12", len(cases), len(cov))
+	t.Logf("%d cases cover %d numbered behaviours", len(cases), len(cov))
 }
 
 // TestCoverageTable keeps testdata/coverage.md, the human-readable table of
@@ -483,7 +486,7 @@ func TestCoverageTable(t *testing.T) {
 			label += " (store)"
 			nStore++
 		}
-		for _, n := range c.spec {
+		for _, n := range c.items {
 			cov[n] = append(cov[n], label)
 		}
 	}

@@ -11,7 +11,8 @@ import (
 // runs (Run.ErrorCode) and carried by the *Error values the engine returns.
 type Code string
 
-// Error codes. The first group matches the original engine's codes.
+// Error codes. They are stable: runs keep them (Run.ErrorCode) and the
+// HTTP API and the CLI show them, so a code never changes its meaning.
 const (
 	CodePayloadTooLarge    Code = "PAYLOAD_TOO_LARGE"
 	CodeChainDepthExceeded Code = "CHAIN_DEPTH_EXCEEDED"

@@ -9,32 +9,82 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-// EventType names a lifecycle event.
+// EventType names a lifecycle event. Its value is "<subject>:<what
+// happened>", in the past tense for every change of a run, an effect or a
+// lease (internal:error reports a failure rather than a change), and the
+// constant's name spells the same words: RunDeadLettered is
+// "run:dead-lettered", EffectResolved is "effect:resolved". Server-Sent
+// Events streams (package httpapi) use the value as the event name.
 type EventType string
 
 // Lifecycle events. Every state change the engine or an operator makes is
-// published; none is silent.
+// published; none is silent. EventTypes lists them all.
 const (
-	RunAdmitted    EventType = "run:admitted" // a run was created by an emission or a follow-up
-	RunDropped     EventType = "run:drop"     // a process was at its cap; no run was created for it
-	RunStart       EventType = "run:start"    // an attempt starts (once per attempt)
-	RunComplete    EventType = "run:complete" // completed (or deferred)
-	RunError       EventType = "run:error"    // ended errored, dead-letter or fenced
-	RunRetry       EventType = "run:retry"    // an automatic retry is scheduled
-	RunDead        EventType = "run:dead"     // the retry budget is exhausted (followed by run:error)
-	RunFenced      EventType = "run:fenced"   // an effect of unknown outcome stopped the run (followed by run:error)
-	RunResume      EventType = "run:resume"   // a deferred run released its follow-up
-	RunCancel      EventType = "run:cancel"   // an operator cancelled the run (now cancelled; not a run:error)
-	RunRetryAsked  EventType = "run:retry-manual"
-	RunRequeue     EventType = "run:requeue" // an operator requeued a dead letter
-	RunDepth       EventType = "run:depth-exceeded"
-	EffectDone     EventType = "effect:resolved" // an operator recorded a fenced effect as done
-	EffectComplete EventType = "effect:complete"
-	EffectError    EventType = "effect:error"
-	EffectReplay   EventType = "effect:replay"
-	LeaseReclaim   EventType = "lease:reclaim"
-	InternalError  EventType = "internal:error"
+	// RunAdmitted: a run was created by an emission, a follow-up or Resume.
+	RunAdmitted EventType = "run:admitted"
+	// RunDropped: a process was at its cap and its overflow policy admitted
+	// nothing more; no run was created for it (Event.Process names it).
+	RunDropped EventType = "run:dropped"
+	// RunStarted: an attempt started (once per attempt).
+	RunStarted EventType = "run:started"
+	// RunCompleted: the run completed, or was deferred (Event.Status says
+	// which); Event.Children lists the follow-up runs it admitted.
+	RunCompleted EventType = "run:completed"
+	// RunFailed: an attempt ended the run errored, dead-letter or fenced
+	// (Event.Status says which). A cancelled run is not failed.
+	RunFailed EventType = "run:failed"
+	// RunRetryScheduled: an attempt failed and the retry policy scheduled
+	// another; the run is idle again.
+	RunRetryScheduled EventType = "run:retry-scheduled"
+	// RunDeadLettered: the retry budget is exhausted; RunFailed follows.
+	RunDeadLettered EventType = "run:dead-lettered"
+	// RunFenced: an effect of unknown outcome stopped the run; RunFailed
+	// follows.
+	RunFenced EventType = "run:fenced"
+	// RunDepthExceeded: a follow-up would have been deeper than
+	// Config.MaxChainDepth, so the run failed; RunFailed follows.
+	RunDepthExceeded EventType = "run:depth-exceeded"
+	// RunResumed: a deferred run released its follow-up (Engine.Resume).
+	RunResumed EventType = "run:resumed"
+	// RunCancelled: an operator cancelled the run (Engine.Cancel).
+	RunCancelled EventType = "run:cancelled"
+	// RunRetried: an operator sent the run back to idle (Engine.Retry).
+	RunRetried EventType = "run:retried"
+	// RunRequeued: an operator requeued a dead letter with a fresh retry
+	// budget (Engine.RequeueDead, Engine.RequeueAllDead).
+	RunRequeued EventType = "run:requeued"
+	// EffectCompleted: an effect's body returned and its result was stored.
+	EffectCompleted EventType = "effect:completed"
+	// EffectFailed: an effect's body returned an error, stored for the
+	// attempt; the next attempt runs it again.
+	EffectFailed EventType = "effect:failed"
+	// EffectReplayed: a completed effect returned its stored result
+	// without running its body.
+	EffectReplayed EventType = "effect:replayed"
+	// EffectResolved: an operator recorded a fenced run's started effect as
+	// done (Engine.CompleteEffect).
+	EffectResolved EventType = "effect:resolved"
+	// LeaseReclaimed: a run whose lease expired (its engine stopped
+	// heartbeating) was taken back for another attempt or the dead letters.
+	LeaseReclaimed EventType = "lease:reclaimed"
+	// InternalError: the engine absorbed a failure of its own (a claim,
+	// heartbeat or retention sweep the store refused, say) and carries on;
+	// Event.Context says where and Event.Error what. A panicking subscriber
+	// is counted and recorded but not published, so it cannot recurse.
+	InternalError EventType = "internal:error"
 )
+
+// EventTypes returns every lifecycle event type, in the order of their
+// declaration. Consumers of the event stream can check their lists
+// against it.
+func EventTypes() []EventType {
+	return []EventType{
+		RunAdmitted, RunDropped, RunStarted, RunCompleted, RunFailed, RunRetryScheduled,
+		RunDeadLettered, RunFenced, RunDepthExceeded, RunResumed, RunCancelled, RunRetried,
+		RunRequeued, EffectCompleted, EffectFailed, EffectReplayed, EffectResolved,
+		LeaseReclaimed, InternalError,
+	}
+}
 
 // Event is one lifecycle event. Fields that do not apply are empty.
 type Event struct {
@@ -51,7 +101,7 @@ type Event struct {
 	Code          Code
 	Duration      time.Duration // the attempt's (or effect's) duration
 	EffectKey     string
-	Children      []string // follow-up runs admitted (run:complete, run:resume)
+	Children      []string // follow-up runs admitted (run:completed, run:resumed)
 	Context       string   // where an internal error happened
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"sort"
 	"sync/atomic"
 
@@ -17,8 +18,11 @@ func Example() {
 	ctx := context.Background()
 	st := memstore.New() // sqlitestore.Open(...) for durability
 	defer st.Close()
-	eng, _ := yella.New(yella.Config{Store: st})
-	eng.Register(yella.Process{
+	eng, err := yella.New(yella.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{
 		Name: "charge", On: "order:placed",
 		Retry: &yella.Retry{Max: 2, Backoff: yella.Exponential(0)},
 		Run: yella.Handle(func(c *yella.Ctx, order struct{ ID string }) yella.Result {
@@ -34,8 +38,16 @@ func Example() {
 			return c.OK(receipt)
 		}),
 	})
-	eng.Start(ctx)
-	runs, _ := eng.EmitAndWait(ctx, "order:placed", map[string]string{"ID": "42"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	runs, err := eng.EmitAndWait(ctx, "order:placed", map[string]string{"ID": "42"})
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(runs[0].Status, string(runs[0].Output), "attempts:", runs[0].Attempts)
 	eng.Stop(ctx)
 	// Output: completed "receipt-42" attempts: 2
@@ -46,22 +58,39 @@ func Example() {
 func Example_chainFanOut() {
 	ctx := context.Background()
 	st := memstore.New()
-	eng, _ := yella.New(yella.Config{Store: st})
-	eng.Register(yella.Process{Name: "validate", On: "webhook:received", Emits: []string{"webhook:validated"},
+	eng, err := yella.New(yella.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{Name: "validate", On: "webhook:received", Emits: []string{"webhook:validated"},
 		Run: func(c *yella.Ctx) yella.Result {
 			c.SetContext("tenant", "acme") // inherited by the follow-ups
 			return c.OK(map[string]int{"items": 3}, yella.Then("webhook:validated"))
 		}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	for _, name := range []string{"crm-sync", "notify"} {
-		eng.Register(yella.Process{Name: name, On: "webhook:validated", Run: func(c *yella.Ctx) yella.Result {
+		err = eng.Register(yella.Process{Name: name, On: "webhook:validated", Run: func(c *yella.Ctx) yella.Result {
 			var tenant string
 			c.GetContext("tenant", &tenant)
 			return c.OK(c.Process() + " for " + tenant)
 		}})
+		if err != nil {
+			log.Fatal(err)
+		}
 	}
-	eng.Start(ctx)
-	roots, _ := eng.EmitAndWait(ctx, "webhook:received", nil)
-	chain, _ := eng.Chain(ctx, roots[0].CorrelationID)
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	roots, err := eng.EmitAndWait(ctx, "webhook:received", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	chain, err := eng.Chain(ctx, roots[0].CorrelationID)
+	if err != nil {
+		log.Fatal(err)
+	}
 	var lines []string
 	for _, r := range chain {
 		lines = append(lines, fmt.Sprintf("depth %d %s %s %s", r.Depth, r.Process, r.Status, r.Output))
@@ -81,21 +110,43 @@ func Example_chainFanOut() {
 // an approval gate.
 func Example_approvalFlow() {
 	ctx := context.Background()
-	eng, _ := yella.New(yella.Config{Store: memstore.New()})
-	eng.Register(yella.Process{Name: "review-gate", On: "content:drafted", Run: func(c *yella.Ctx) yella.Result {
+	eng, err := yella.New(yella.Config{Store: memstore.New()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{Name: "review-gate", On: "content:drafted", Run: func(c *yella.Ctx) yella.Result {
 		return c.Defer("content:approved", map[string]string{"title": "Launch post"})
 	}})
-	eng.Register(yella.Process{Name: "publish", On: "content:approved", Run: func(c *yella.Ctx) yella.Result {
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{Name: "publish", On: "content:approved", Run: func(c *yella.Ctx) yella.Result {
 		var in struct{ Title, Reviewer string }
 		c.Decode(&in)
 		return c.OK(in.Title + " approved by " + in.Reviewer)
 	}})
-	eng.Start(ctx)
-	runs, _ := eng.EmitAndWait(ctx, "content:drafted", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	runs, err := eng.EmitAndWait(ctx, "content:drafted", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("gate:", runs[0].Status)
-	children, _ := eng.Resume(ctx, runs[0].ID, map[string]string{"reviewer": "ada"}) // merged into the held payload
-	eng.Drain(ctx)
-	published, _ := eng.Run(ctx, children[0].ID)
+	children, err := eng.Resume(ctx, runs[0].ID, map[string]string{"reviewer": "ada"}) // merged into the held payload
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Drain(ctx); err != nil {
+		log.Fatal(err)
+	}
+	published, err := eng.Run(ctx, children[0].ID)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("publish:", published.Status, string(published.Output))
 	eng.Stop(ctx)
 	// Output:
@@ -107,9 +158,12 @@ func Example_approvalFlow() {
 // downstream is fixed, an operator requeues it with a fresh budget.
 func Example_deadLetterRequeue() {
 	ctx := context.Background()
-	eng, _ := yella.New(yella.Config{Store: memstore.New()})
+	eng, err := yella.New(yella.Config{Store: memstore.New()})
+	if err != nil {
+		log.Fatal(err)
+	}
 	var crmOnline atomic.Bool
-	eng.Register(yella.Process{Name: "sync-to-crm", On: "contact:updated",
+	err = eng.Register(yella.Process{Name: "sync-to-crm", On: "contact:updated",
 		Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)},
 		Run: func(c *yella.Ctx) yella.Result {
 			if !crmOnline.Load() {
@@ -117,26 +171,41 @@ func Example_deadLetterRequeue() {
 			}
 			return c.OK("synced")
 		}})
+	if err != nil {
+		log.Fatal(err)
+	}
 	eng.Subscribe(func(ev yella.Event) {
 		switch ev.Type {
-		case yella.RunDead:
+		case yella.RunDeadLettered:
 			fmt.Println("event:", ev.Type, ev.Error)
-		case yella.RunRequeue:
+		case yella.RunRequeued:
 			fmt.Println("event:", ev.Type)
 		}
 	})
-	eng.Start(ctx)
-	runs, _ := eng.EmitAndWait(ctx, "contact:updated", nil)
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	runs, err := eng.EmitAndWait(ctx, "contact:updated", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(runs[0].Status, "after", runs[0].Attempts, "attempts:", runs[0].Error)
 	crmOnline.Store(true)
-	eng.RequeueDead(ctx, runs[0].ID)
-	eng.Drain(ctx)
-	r, _ := eng.Run(ctx, runs[0].ID)
+	if _, err := eng.RequeueDead(ctx, runs[0].ID); err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Drain(ctx); err != nil {
+		log.Fatal(err)
+	}
+	r, err := eng.Run(ctx, runs[0].ID)
+	if err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println(r.Status, string(r.Output))
 	eng.Stop(ctx)
 	// Output:
-	// event: run:dead CRM API timeout
+	// event: run:dead-lettered CRM API timeout
 	// dead-letter after 2 attempts: CRM API timeout
-	// event: run:requeue
+	// event: run:requeued
 	// completed "synced"
 }

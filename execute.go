@@ -102,7 +102,7 @@ func (e *Engine) resetBackoff() {
 }
 
 // prepare sets up an attempt of a claimed run: context, effects of earlier
-// attempts, timeout, abort handling, and publishes run:start.
+// attempts, timeout, abort handling, and publishes run:started.
 func (e *Engine) prepare(it dispatch.Item, r *store.Run) *attempt {
 	a := &attempt{e: e, item: it, run: *r, proc: e.lookup(r.Process), started: e.clock.Now()}
 	a.ctx, a.cancel = context.WithCancelCause(e.runCtx)
@@ -146,7 +146,7 @@ func (e *Engine) prepare(it dispatch.Item, r *store.Run) *attempt {
 	}
 	a.stopAbortF = context.AfterFunc(a.ctx, a.aborted)
 	a.mu.Unlock()
-	e.publish(a.event(RunStart, nil))
+	e.publish(a.event(RunStarted, nil))
 	return a
 }
 
@@ -314,7 +314,7 @@ func (e *Engine) persist(op string, write func() error) error {
 func (a *attempt) event(t EventType, set func(*Event)) Event {
 	ev := runEvent(&a.run)
 	ev.Type = t
-	ev.Status = store.StatusRunning
+	ev.Status = StatusRunning
 	if set != nil {
 		set(&ev)
 	}

@@ -70,7 +70,7 @@ func FuzzEmitPayload(f *testing.F) {
 		}
 		switch {
 		case r.Status == yella.StatusCompleted:
-		case r.Status == yella.StatusErrored && r.ErrorCode == string(yella.CodeSchemaValidationFailed):
+		case r.Status == yella.StatusErrored && r.ErrorCode == yella.CodeSchemaValidationFailed:
 		default:
 			t.Fatalf("run ended %s (%s: %s), want completed or a schema validation failure", r.Status, r.ErrorCode, r.Error)
 		}

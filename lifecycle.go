@@ -108,7 +108,7 @@ func (e *Engine) refused(c *change, err error) {
 	if c.depth && c.run != nil {
 		ev := runEvent(c.run)
 		ev.Error, ev.Code = err.Error(), CodeOf(err)
-		e.publish(with(ev, RunDepth))
+		e.publish(with(ev, RunDepthExceeded))
 	}
 }
 
@@ -160,21 +160,21 @@ func (e *Engine) announce(c *change, r *store.Run, children []store.Run) {
 	}
 	switch r.Status {
 	case store.StatusCompleted, store.StatusDeferred:
-		e.publish(with(ev, RunComplete))
+		e.publish(with(ev, RunCompleted))
 		return
 	case store.StatusIdle:
-		e.publish(with(ev, RunRetry))
+		e.publish(with(ev, RunRetryScheduled))
 		return
 	case store.StatusDead:
-		e.publish(with(ev, RunDead))
+		e.publish(with(ev, RunDeadLettered))
 	case store.StatusFenced:
 		e.publish(with(ev, RunFenced))
 	default:
 		if c.depth {
-			e.publish(with(ev, RunDepth))
+			e.publish(with(ev, RunDepthExceeded))
 		}
 	}
-	e.publish(with(ev, RunError))
+	e.publish(with(ev, RunFailed))
 }
 
 // failure decides where an attempt that failed (or was abandoned) goes,

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"sync"
 	"sync/atomic"
+
+	"github.com/yella-go/yella/store"
 )
 
 // Metrics is a snapshot of the engine's counters and queues.
@@ -74,39 +76,39 @@ func (m *counters) record(ev *Event) {
 		}
 		m.drops[ev.Process]++
 		m.mu.Unlock()
-	case RunStart:
+	case RunStarted:
 		m.started.Add(1)
-	case RunComplete:
+	case RunCompleted:
 		m.completed.Add(1)
-	case RunError:
+	case RunFailed:
 		m.failed.Add(1)
-	case RunRetry:
+	case RunRetryScheduled:
 		m.retries.Add(1)
-	case RunDead:
+	case RunDeadLettered:
 		m.dead.Add(1)
 	case RunFenced:
 		m.fenced.Add(1)
-	case RunResume:
+	case RunResumed:
 		m.resumes.Add(1)
-	case RunCancel:
+	case RunCancelled:
 		m.cancels.Add(1)
-	case RunRetryAsked:
+	case RunRetried:
 		m.manualRetries.Add(1)
-	case RunRequeue:
+	case RunRequeued:
 		m.requeues.Add(1)
-	case RunDepth:
+	case RunDepthExceeded:
 		m.depth.Add(1)
-	case LeaseReclaim:
+	case LeaseReclaimed:
 		m.reclaims.Add(1)
 	case InternalError:
 		m.internalErrors.Add(1)
-	case EffectComplete:
+	case EffectCompleted:
 		m.effCompleted.Add(1)
-	case EffectError:
+	case EffectFailed:
 		m.effFailed.Add(1)
-	case EffectReplay:
+	case EffectReplayed:
 		m.effReplayed.Add(1)
-	case EffectDone:
+	case EffectResolved:
 		m.effResolved.Add(1)
 	}
 }
@@ -132,7 +134,7 @@ func (e *Engine) Metrics(ctx context.Context) (Metrics, error) {
 	}
 	st := e.disp.Stats()
 	m := Metrics{
-		Queue:      q,
+		Queue:      queueOf(q),
 		Totals:     e.metrics.totals(),
 		Processes:  map[string]ProcessMetrics{},
 		Dispatcher: DispatcherMetrics{Slots: e.cfg.Concurrency, Ready: st.Ready, Delayed: st.Delayed, Running: st.Running},
@@ -149,4 +151,13 @@ func (e *Engine) Metrics(ctx context.Context) (Metrics, error) {
 	}
 	e.regMu.RUnlock()
 	return m, nil
+}
+
+// queueOf converts the store's counts by status.
+func queueOf(q map[store.Status]int64) map[Status]int64 {
+	out := make(map[Status]int64, len(q))
+	for s, n := range q {
+		out[Status(s)] = n
+	}
+	return out
 }

@@ -37,43 +37,43 @@ func (e *Engine) observe(ev *Event) {
 		r.Count(at, p, obsAdmitted, 1)
 	case RunDropped:
 		r.Count(at, p, obsDropped, 1)
-	case RunStart:
+	case RunStarted:
 		r.Count(at, p, obsStarted, 1)
-	case RunComplete:
+	case RunCompleted:
 		r.Count(at, p, obsCompleted, 1)
 		r.Observe(at, p, histRun, ev.Duration)
-	case RunError:
+	case RunFailed:
 		r.Count(at, p, obsFailed, 1)
 		if ev.Duration > 0 {
 			r.Observe(at, p, histRun, ev.Duration)
 		}
 		r.Error(store.ErrorRecord{At: at, Kind: "run", Process: p, RunID: ev.RunID, Message: ev.Error})
-	case RunRetry:
+	case RunRetryScheduled:
 		r.Count(at, p, obsRetried, 1)
 		if ev.Duration > 0 {
 			r.Observe(at, p, histRun, ev.Duration)
 		}
-	case RunDead:
+	case RunDeadLettered:
 		r.Count(at, p, obsDead, 1)
 	case RunFenced:
 		r.Count(at, p, obsFenced, 1)
-	case RunResume:
+	case RunResumed:
 		r.Count(at, p, obsResumed, 1)
-	case RunCancel:
+	case RunCancelled:
 		r.Count(at, p, obsCancelled, 1)
-	case LeaseReclaim:
+	case LeaseReclaimed:
 		r.Count(at, p, obsReclaims, 1)
 	case InternalError:
 		r.Count(at, p, obsInternal, 1)
 		r.Error(store.ErrorRecord{At: at, Kind: "internal", Context: ev.Context, Message: ev.Error})
-	case EffectComplete:
+	case EffectCompleted:
 		r.Count(at, p, obsEffOK, 1)
 		r.Observe(at, p, histEffect, ev.Duration)
-	case EffectError:
+	case EffectFailed:
 		r.Count(at, p, obsEffFailed, 1)
 		r.Observe(at, p, histEffect, ev.Duration)
 		r.Error(store.ErrorRecord{At: at, Kind: "effect", Process: p, RunID: ev.RunID, EffectKey: ev.EffectKey, Message: ev.Error})
-	case EffectReplay:
+	case EffectReplayed:
 		r.Count(at, p, obsEffReplay, 1)
 	}
 }
@@ -100,9 +100,6 @@ type ObservabilityReport struct {
 	Buckets      []BucketStats
 	RecentErrors []ErrorRecord // newest first
 }
-
-// ErrorRecord is a recent error kept for operators.
-type ErrorRecord = store.ErrorRecord
 
 // BucketStats aggregates one bucket (or the whole window).
 type BucketStats struct {
@@ -248,6 +245,8 @@ func (e *Engine) Observability(ctx context.Context, q ObservabilityQuery) (Obser
 		}
 		errs = kept
 	}
-	rep.RecentErrors = errs
+	for _, er := range errs {
+		rep.RecentErrors = append(rep.RecentErrors, errorRecordOf(er))
+	}
 	return rep, nil
 }

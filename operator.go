@@ -18,7 +18,7 @@ const cancelledMsg = "cancelled by an operator"
 // context is cancelled and its later writes are fenced. Finished runs give
 // CodeInvalidRunState. Retry runs a cancelled run again.
 func (e *Engine) Cancel(ctx context.Context, runID string) (Run, error) {
-	return e.operate(ctx, "cancel", RunCancel, store.Update{RunID: runID, Action: store.ActionCancel, Error: cancelledMsg, ErrorCode: string(CodeCancelled)})
+	return e.operate(ctx, "cancel", RunCancelled, store.Update{RunID: runID, Action: store.ActionCancel, Error: cancelledMsg, ErrorCode: string(CodeCancelled)})
 }
 
 // Retry moves an errored, dead-letter, fenced or cancelled run back to
@@ -27,13 +27,13 @@ func (e *Engine) Cancel(ctx context.Context, runID string) (Run, error) {
 // retried this way fails straight back to the dead letters); use
 // RequeueDead to restore the full retry budget.
 func (e *Engine) Retry(ctx context.Context, runID string) (Run, error) {
-	return e.operate(ctx, "retry", RunRetryAsked, store.Update{RunID: runID, Action: store.ActionRetry})
+	return e.operate(ctx, "retry", RunRetried, store.Update{RunID: runID, Action: store.ActionRetry})
 }
 
 // RequeueDead moves a dead-letter run back to idle with a fresh retry
 // budget; started effects are cleared as with Retry.
 func (e *Engine) RequeueDead(ctx context.Context, runID string) (Run, error) {
-	return e.operate(ctx, "requeue", RunRequeue, store.Update{RunID: runID, Action: store.ActionRequeue})
+	return e.operate(ctx, "requeue", RunRequeued, store.Update{RunID: runID, Action: store.ActionRequeue})
 }
 
 // operate applies an operator's action to a run through the lifecycle
@@ -44,7 +44,7 @@ func (e *Engine) operate(ctx context.Context, op string, event EventType, u stor
 	if err != nil {
 		return Run{}, storeErr(op, u.RunID, err)
 	}
-	return res.Run, nil
+	return runOf(res.Run), nil
 }
 
 // RequeueAllDead requeues every dead-letter run (of process, if not "") and
@@ -102,7 +102,7 @@ func (e *Engine) CompleteEffect(ctx context.Context, runID, key string, output a
 	if out == nil {
 		out = json.RawMessage("null")
 	}
-	return e.operate(ctx, "complete effect", EffectDone, store.Update{RunID: runID, Action: store.ActionResolve,
+	return e.operate(ctx, "complete effect", EffectResolved, store.Update{RunID: runID, Action: store.ActionResolve,
 		CompleteEffect: &store.EffectDone{Key: key, Output: out}})
 }
 
@@ -134,7 +134,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, payload any) ([]Run, 
 		}
 	}
 	now := e.clock.Now()
-	c := &change{u: store.Update{RunID: runID, Now: now, Action: store.ActionResume}, run: &r, event: RunResume}
+	c := &change{u: store.Update{RunID: runID, Now: now, Action: store.ActionResume}, run: &r, event: RunResumed}
 	adm, ferr := e.followUp(&r, r.Then, child, r.Context, now)
 	if ferr != nil {
 		ferr.Op, ferr.Msg = "resume", ferr.Msg+"; run "+runID+" stays deferred"
@@ -150,7 +150,7 @@ func (e *Engine) Resume(ctx context.Context, runID string, payload any) ([]Run, 
 	if err != nil {
 		return nil, storeErr("resume", runID, err)
 	}
-	return res.Children.Admitted, nil
+	return runsOf(res.Children.Admitted), nil
 }
 
 // mergePayload shallow-merges patch into base when both are JSON objects;

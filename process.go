@@ -28,7 +28,7 @@ type Process struct {
 	// dropped. Queue(n) sets another bound; Drop admits nothing beyond the
 	// cap. A dropped event is never silent: Emit reports it
 	// (Emission.Dropped, Emission.Err), it is counted (Metrics), published
-	// (run:drop) and logged at warn level, at most once per process every
+	// (run:dropped) and logged at warn level, at most once per process every
 	// 10 seconds with the number dropped since the last line.
 	Overflow Overflow
 	// Retry overrides the engine's retry policy for this process.
@@ -59,9 +59,9 @@ const (
 const DefaultQueueLimit = 1000
 
 // Drop admits nothing beyond the cap: while Concurrency runs of the process
-// are active (idle or running), an event is dropped for it, as the original
-// engine did. The drop is reported by Emit, counted, published (run:drop)
-// and logged.
+// are active (idle or running), an event is dropped for it. Use it when a
+// later event supersedes a waiting one. The drop is reported by Emit,
+// counted, published (run:dropped) and logged.
 var Drop = Overflow{mode: overflowDrop}
 
 // Queue lets up to limit runs wait beyond the cap; only events beyond that

@@ -10,44 +10,6 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-// Run is one execution record of one process for one emission.
-type Run = store.Run
-
-// Status is the operator-facing status of a run.
-type Status = store.Status
-
-// State is the raw lifecycle state of a run.
-type State = store.State
-
-// TimelineEntry is one transition of a run.
-type TimelineEntry = store.TimelineEntry
-
-// EffectRecord is the stored record of one effect of a run.
-type EffectRecord = store.Effect
-
-// Order of a run listing.
-type Order = store.Order
-
-// Statuses and states, re-exported from package store.
-const (
-	StatusIdle      = store.StatusIdle
-	StatusRunning   = store.StatusRunning
-	StatusCompleted = store.StatusCompleted
-	StatusDeferred  = store.StatusDeferred
-	StatusErrored   = store.StatusErrored
-	StatusDead      = store.StatusDead
-	StatusFenced    = store.StatusFenced
-	StatusCancelled = store.StatusCancelled
-
-	StateIdle      = store.StateIdle
-	StateRunning   = store.StateRunning
-	StateCompleted = store.StateCompleted
-	StateErrored   = store.StateErrored
-
-	NewestFirst = store.NewestFirst
-	OldestFirst = store.OldestFirst
-)
-
 // Default and maximum page sizes of Runs.
 const (
 	DefaultPageSize = 50
@@ -81,15 +43,15 @@ func badQuery(format string, args ...any) error {
 
 // filter validates q and turns it into a store filter.
 func (q RunQuery) filter() (store.RunFilter, error) {
-	f := store.RunFilter{Process: q.Process, Event: q.Event, RootOnly: q.RootOnly, CorrelationID: q.CorrelationID, Order: q.Order, Limit: q.Limit}
+	f := store.RunFilter{Process: q.Process, Event: q.Event, RootOnly: q.RootOnly, CorrelationID: q.CorrelationID, Order: store.Order(q.Order), Limit: q.Limit}
 	for _, s := range q.Status {
 		if !s.Valid() {
 			return f, badQuery("unknown status %q", s)
 		}
-		f.Statuses = append(f.Statuses, s)
+		f.Statuses = append(f.Statuses, store.Status(s))
 	}
 	if q.State != "" {
-		ss := store.StatusesOf(q.State)
+		ss := store.StatusesOf(store.State(q.State))
 		if ss == nil {
 			return f, badQuery("unknown state %q", q.State)
 		}
@@ -138,7 +100,7 @@ func (e *Engine) Runs(ctx context.Context, q RunQuery) (RunPage, error) {
 		runs = runs[:want]
 		p.Next = "s" + strconv.FormatInt(runs[want-1].Seq, 10)
 	}
-	p.Runs = runs
+	p.Runs = runsOf(runs)
 	if q.WithTotal {
 		if p.Total, err = e.store.CountRuns(ctx, f); err != nil {
 			return RunPage{}, storeErr("runs", "", err)
@@ -150,7 +112,10 @@ func (e *Engine) Runs(ctx context.Context, q RunQuery) (RunPage, error) {
 // Run returns one run.
 func (e *Engine) Run(ctx context.Context, id string) (Run, error) {
 	r, err := e.store.Run(ctx, id)
-	return r, storeErr("run", id, err)
+	if err != nil {
+		return Run{}, storeErr("run", id, err)
+	}
+	return runOf(r), nil
 }
 
 // Chain returns every run of a chain, by depth then creation. id may be the
@@ -161,20 +126,32 @@ func (e *Engine) Chain(ctx context.Context, id string) ([]Run, error) {
 		return nil, storeErr("chain", id, err)
 	}
 	if len(runs) > 0 {
-		return runs, nil
+		return runsOf(runs), nil
 	}
 	r, err := e.store.Run(ctx, id)
 	if err != nil {
 		return nil, storeErr("chain", id, err)
 	}
-	runs, err = e.store.Chain(ctx, r.CorrelationID)
-	return runs, storeErr("chain", id, err)
+	if runs, err = e.store.Chain(ctx, r.CorrelationID); err != nil {
+		return nil, storeErr("chain", id, err)
+	}
+	return runsOf(runs), nil
 }
 
 // Timeline returns a run's transitions in order.
 func (e *Engine) Timeline(ctx context.Context, runID string) ([]TimelineEntry, error) {
 	tl, err := e.store.Timeline(ctx, runID)
-	return tl, storeErr("timeline", runID, err)
+	if err != nil {
+		return nil, storeErr("timeline", runID, err)
+	}
+	var out []TimelineEntry // nil for nil, as the store answered
+	if tl != nil {
+		out = make([]TimelineEntry, len(tl))
+	}
+	for i, t := range tl {
+		out[i] = timelineEntryOf(t)
+	}
+	return out, nil
 }
 
 // Effects returns a run's effect records.
@@ -183,7 +160,17 @@ func (e *Engine) Effects(ctx context.Context, runID string) ([]EffectRecord, err
 		return nil, storeErr("effects", runID, err)
 	}
 	effs, err := e.store.Effects(ctx, runID)
-	return effs, storeErr("effects", runID, err)
+	if err != nil {
+		return nil, storeErr("effects", runID, err)
+	}
+	var out []EffectRecord // nil for nil, as the store answered
+	if effs != nil {
+		out = make([]EffectRecord, len(effs))
+	}
+	for i, f := range effs {
+		out[i] = effectRecordOf(f)
+	}
+	return out, nil
 }
 
 // GraphNode is a process in the event graph.

@@ -45,7 +45,7 @@ func (s *server) act(w http.ResponseWriter, r *http.Request, name string, do fun
 		return
 	}
 	s.setFlash(w, r, "ok", msg)
-	back(w, r, "/runs/"+url.PathEscape(id))
+	s.back(w, r, "/runs/"+url.PathEscape(id))
 }
 
 // actionError answers a failed action: the 404 page for an unknown run, a
@@ -56,7 +56,7 @@ func (s *server) actionError(w http.ResponseWriter, r *http.Request, err error, 
 		s.engineError(w, r, err)
 	default:
 		s.setFlash(w, r, "error", "Not done: "+engineMsg(err)+".")
-		back(w, r, fallback)
+		s.back(w, r, fallback)
 	}
 }
 
@@ -102,7 +102,7 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setFlash(w, r, "ok", fmt.Sprintf("Resumed run %s: %s admitted%s.", shortID(id), plural(len(runs), "follow-up run"), listIDs(runs)))
-	back(w, r, "/runs/"+url.PathEscape(id))
+	s.back(w, r, "/runs/"+url.PathEscape(id))
 }
 
 func (s *server) completeEffect(w http.ResponseWriter, r *http.Request) {
@@ -133,7 +133,7 @@ func (s *server) completeEffect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.setFlash(w, r, "ok", fmt.Sprintf("Recorded effect %s of run %s as done; the run is requeued and will replay it.", effectKey(key), shortID(id)))
-	back(w, r, "/runs/"+url.PathEscape(id))
+	s.back(w, r, "/runs/"+url.PathEscape(id))
 }
 
 func (s *server) requeueAll(w http.ResponseWriter, r *http.Request) {
@@ -162,7 +162,7 @@ func (s *server) requeueAll(w http.ResponseWriter, r *http.Request) {
 	default:
 		s.setFlash(w, r, "ok", fmt.Sprintf("Requeued %s%s with a fresh retry budget.", plural(n, "dead letter"), of))
 	}
-	back(w, r, "/dead")
+	s.back(w, r, "/dead")
 }
 
 func plural(n int, what string) string {

@@ -111,7 +111,7 @@ func TestCancelAndRequeueAll(t *testing.T) {
 	contains(t, "idle run", f.get("/runs/"+em.Runs[0]).Body, `data-action="cancel"`, "data-confirm=")
 	page := f.redirected(f.post("/runs/"+em.Runs[0]+"/cancel", nil), "/runs/"+em.Runs[0])
 	contains(t, "after cancel", page.Body, "Cancelled run", "CANCELLED")
-	if r := f.want(em.Runs[0], yella.StatusCancelled); r.ErrorCode != string(yella.CodeCancelled) {
+	if r := f.want(em.Runs[0], yella.StatusCancelled); r.ErrorCode != yella.CodeCancelled {
 		t.Fatalf("cancelled run: %+v", r)
 	}
 

@@ -47,7 +47,10 @@ func (s *server) parsePages() (map[string]*template.Template, error) {
 // funcs are the template helpers (format.go).
 func (s *server) funcs() template.FuncMap {
 	return template.FuncMap{
-		"asset":  s.assetURL,
+		"asset": s.assetURL,
+		// base is the prefix every path of the dashboard starts with
+		// (Options.Prefix): href="{{base}}/runs".
+		"base":   func() string { return s.opts.Prefix },
 		"short":  shortID,
 		"ago":    func(t time.Time) string { return ago(s.now(), t) },
 		"ts":     timestamp,
@@ -107,9 +110,9 @@ func loadStatic() (map[string]asset, error) {
 func (s *server) assetURL(name string) string {
 	a, ok := s.static[name]
 	if !ok {
-		return "/static/" + name
+		return s.opts.Prefix + "/static/" + name
 	}
-	return "/static/" + name + "?v=" + a.hash
+	return s.opts.Prefix + "/static/" + name + "?v=" + a.hash
 }
 
 // asset serves an embedded file: for a year when the URL names its current

@@ -14,8 +14,7 @@ import (
 )
 
 // BenchmarkPages renders the main pages over 10,000 runs (idle: the engine
-// is not started), for the "a list page in < 50 ms" target, on
-// each store.
+// is not started) on each store. The target: a list page in under 50 ms.
 func BenchmarkPages(b *testing.B) {
 	b.Run("memstore", func(b *testing.B) { benchPages(b, memstore.New()) })
 	b.Run("sqlite", func(b *testing.B) {

@@ -23,6 +23,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -33,17 +34,27 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/internal/httpguard"
+	"github.com/yella-go/yella/httpguard"
 )
 
 // Options configures the dashboard. The zero value is usable.
 type Options struct {
-	// EventsURL is the same-origin path of the engine's Server-Sent Events
-	// stream, whose frames are "id: <n>", "event: <yella.EventType>" and
-	// "data: <JSON event>". The pages open it for live updates; without it
-	// they still work, refreshed by the browser. It must be a path ("/…",
-	// not "//…"): the Content-Security-Policy allows only the same origin.
-	// Defaults to "/api/events".
+	// Prefix is the path the dashboard is mounted under, for a server that
+	// serves it beside other pages: "/yella" when requests for /yella/…
+	// reach the dashboard with the prefix stripped (http.StripPrefix). Every
+	// link, form action, redirect, asset and the events URL the pages use
+	// starts with it, and its cookie is scoped to it. It must be "" (mounted
+	// at the root, the default) or a path such as "/yella"; a trailing
+	// slash is dropped.
+	Prefix string
+	// EventsURL is the path of the engine's Server-Sent Events stream under
+	// Prefix (the browser opens Prefix+EventsURL), whose frames are
+	// "id: <n>", "event: <yella.EventType>" and "data: <JSON event>". The
+	// pages open it for live updates; without it they still work,
+	// refreshed by the browser. It must be a path ("/…", not "//…"): the
+	// Content-Security-Policy allows only the same origin. Defaults to
+	// "/api/events", where package httpapi serves it when mounted beside
+	// the dashboard.
 	EventsURL string
 	// Brand is the name shown in the navigation bar and page titles.
 	// Defaults to "Yella".
@@ -55,7 +66,23 @@ type Options struct {
 	// on every overview render, concurrently, so it must be quick and safe
 	// for concurrent use.
 	ReplicationStatus func() ReplicationState
+	// ReadTimeout bounds the engine reads of one page: past it their store
+	// queries are stopped and the page answers 503. Defaults to
+	// DefaultReadTimeout.
+	ReadTimeout time.Duration
+	// MaxConcurrentPages bounds how many pages (and the counts the pages
+	// poll) are rendered at once; past it a page answers 503 with
+	// Retry-After at once, so a burst of page loads cannot queue up reads
+	// behind each other. Assets and actions are not counted. Defaults to
+	// DefaultMaxConcurrentPages.
+	MaxConcurrentPages int
 }
+
+// Defaults of the read bounds (Options.ReadTimeout, MaxConcurrentPages).
+const (
+	DefaultReadTimeout        = 10 * time.Second
+	DefaultMaxConcurrentPages = 8
+)
 
 // ReplicationState is the state of off-box replication the overview shows.
 type ReplicationState struct {
@@ -76,6 +103,7 @@ const csp = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 // templates and the embedded assets.
 type server struct {
 	eng      *yella.Engine
+	pagesNow chan struct{} // a slot per page being rendered (MaxConcurrentPages)
 	opts     Options
 	log      *slog.Logger
 	now      func() time.Time
@@ -85,10 +113,11 @@ type server struct {
 }
 
 // New returns the dashboard for eng as an http.Handler, to be mounted at
-// "/" (its links are absolute paths). It serves its pages, its POST actions
-// and its assets under /static/, and answers any other path with a 404
-// page; route the JSON API, the event stream and /metrics to their own
-// handlers before it. Every POST is refused with 403 when it comes from
+// "/", or under Options.Prefix with the prefix stripped (its links are
+// absolute paths that start with the prefix). It serves its pages, its
+// POST actions and its assets under /static/, and answers any other path
+// with a 404 page; route the JSON API, the event stream and /metrics to
+// their own handlers before it. Every POST is refused with 403 when it comes from
 // another origin (http.CrossOriginProtection), and bodies are limited to
 // 1 MiB. New fails only on invalid options.
 func New(eng *yella.Engine, opts Options) (http.Handler, error) {
@@ -105,13 +134,27 @@ func newHandler(eng *yella.Engine, opts Options, now func() time.Time) (http.Han
 	if !localPath(opts.EventsURL) {
 		return nil, fmt.Errorf("dashboard: EventsURL must be a same-origin path such as /api/events, got %q", opts.EventsURL)
 	}
+	opts.Prefix = strings.TrimSuffix(opts.Prefix, "/")
+	if opts.Prefix != "" && (!localPath(opts.Prefix) || strings.ContainsAny(opts.Prefix, "?#%\\\"'<> ")) {
+		return nil, fmt.Errorf("dashboard: Prefix must be a path such as /yella, got %q", opts.Prefix)
+	}
 	if opts.Brand == "" {
 		opts.Brand = "Yella"
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &server{eng: eng, opts: opts, log: opts.Logger, now: now, flashKey: make([]byte, 32)}
+	if opts.ReadTimeout < 0 || opts.MaxConcurrentPages < 0 {
+		return nil, errors.New("dashboard: ReadTimeout and MaxConcurrentPages must not be negative")
+	}
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.MaxConcurrentPages == 0 {
+		opts.MaxConcurrentPages = DefaultMaxConcurrentPages
+	}
+	s := &server{eng: eng, opts: opts, log: opts.Logger, now: now, flashKey: make([]byte, 32),
+		pagesNow: make(chan struct{}, opts.MaxConcurrentPages)}
 	if _, err := rand.Read(s.flashKey); err != nil {
 		return nil, fmt.Errorf("dashboard: flash key: %w", err)
 	}
@@ -130,15 +173,15 @@ func newHandler(eng *yella.Engine, opts Options, now func() time.Time) (http.Han
 // bodies are bounded.
 func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", s.overview)
-	mux.HandleFunc("GET /processes", s.processes)
-	mux.HandleFunc("GET /runs", s.runs)
-	mux.HandleFunc("GET /runs/{id}", s.run)
-	mux.HandleFunc("GET /trace", s.tracePicker)
-	mux.HandleFunc("GET /trace/{id}", s.trace)
-	mux.HandleFunc("GET /dead", s.dead)
-	mux.HandleFunc("GET /emit", s.emitForm)
-	mux.HandleFunc("GET /ui/counts.json", s.countsJSON)
+	mux.HandleFunc("GET /{$}", s.bounded(s.overview))
+	mux.HandleFunc("GET /processes", s.bounded(s.processes))
+	mux.HandleFunc("GET /runs", s.bounded(s.runs))
+	mux.HandleFunc("GET /runs/{id}", s.bounded(s.run))
+	mux.HandleFunc("GET /trace", s.bounded(s.tracePicker))
+	mux.HandleFunc("GET /trace/{id}", s.bounded(s.trace))
+	mux.HandleFunc("GET /dead", s.bounded(s.dead))
+	mux.HandleFunc("GET /emit", s.bounded(s.emitForm))
+	mux.HandleFunc("GET /ui/counts.json", s.bounded(s.countsJSON))
 	mux.HandleFunc("GET /static/{name}", s.asset)
 	post := func(path string, h http.HandlerFunc) {
 		mux.HandleFunc("POST "+path, h)
@@ -209,7 +252,7 @@ type pageData interface{ base() *layout }
 // newLayout fills the common fields. The queue counts are cheap (the
 // stores keep them), so every page shows them.
 func (s *server) newLayout(r *http.Request, nav, title string) layout {
-	l := layout{Brand: s.opts.Brand, Title: title, Nav: nav, EventsURL: s.opts.EventsURL, Now: s.now(),
+	l := layout{Brand: s.opts.Brand, Title: title, Nav: nav, EventsURL: s.opts.Prefix + s.opts.EventsURL, Now: s.now(),
 		SignedIn: strings.HasPrefix(httpguard.Actor(r.Context()), "session:")}
 	if m, err := s.eng.Metrics(r.Context()); err == nil {
 		l.Queue = m.Queue
@@ -263,7 +306,7 @@ type errorData struct {
 // errorPage renders a full error page with a plain message (never a stack
 // trace). It does not consult the engine, so it works when the store is down.
 func (s *server) errorPage(w http.ResponseWriter, r *http.Request, status int, heading, msg string) {
-	d := &errorData{layout: layout{Brand: s.opts.Brand, Title: heading, EventsURL: s.opts.EventsURL, Now: s.now()},
+	d := &errorData{layout: layout{Brand: s.opts.Brand, Title: heading, EventsURL: s.opts.Prefix + s.opts.EventsURL, Now: s.now()},
 		Status: status, Heading: heading, Message: msg}
 	var buf bytes.Buffer
 	h := w.Header()
@@ -283,6 +326,11 @@ func (s *server) errorPage(w http.ResponseWriter, r *http.Request, status int, h
 // unknown run, 400 for a bad query, 503 when the store or the engine is
 // unavailable, else a 500 with a reference to the log line.
 func (s *server) engineError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, context.DeadlineExceeded) && r.Context().Err() != nil {
+		s.errorPage(w, r, http.StatusServiceUnavailable, "This page took too long",
+			fmt.Sprintf("Its reads were stopped after %s. Narrow the page (filters, a smaller page size) or try again.", s.opts.ReadTimeout))
+		return
+	}
 	switch yella.CodeOf(err) {
 	case yella.CodeRunNotFound:
 		s.errorPage(w, r, http.StatusNotFound, "Run not found", "No run has the id "+quote(r.PathValue("id"))+". It may have been pruned by retention.")
@@ -297,6 +345,26 @@ func (s *server) engineError(w http.ResponseWriter, r *http.Request, err error) 
 		ref := newRef()
 		s.log.Error("dashboard: engine error", "ref", ref, "path", r.URL.Path, "err", err)
 		s.errorPage(w, r, http.StatusInternalServerError, "Internal error", "The engine returned an unexpected error. Reference: "+ref+".")
+	}
+}
+
+// bounded renders a page within the read bounds: a slot among
+// MaxConcurrentPages (or 503 at once) and ReadTimeout on the request's
+// context, which the engine's reads pass to the store.
+func (s *server) bounded(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case s.pagesNow <- struct{}{}:
+			defer func() { <-s.pagesNow }()
+		default:
+			w.Header().Set("Retry-After", "2")
+			s.errorPage(w, r, http.StatusServiceUnavailable, "Busy",
+				fmt.Sprintf("%d pages are being prepared, the most this server renders at once; try again in a moment.", cap(s.pagesNow)))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), s.opts.ReadTimeout)
+		defer cancel()
+		h(w, r.WithContext(ctx))
 	}
 }
 
@@ -351,6 +419,12 @@ func who(r *http.Request) string {
 		return a
 	}
 	return "unguarded"
+}
+
+// redirect answers 303 See Other to path, a path of the dashboard: the
+// browser is sent to it under the prefix.
+func (s *server) redirect(w http.ResponseWriter, r *http.Request, path string) {
+	http.Redirect(w, r, s.opts.Prefix+path, http.StatusSeeOther)
 }
 
 // localPath reports whether p is a path on this origin: "/…" but not

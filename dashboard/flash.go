@@ -25,6 +25,9 @@ func (s *server) sign(b []byte) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
+// cookiePath scopes the flash cookie to the dashboard's pages.
+func (s *server) cookiePath() string { return s.opts.Prefix + "/" }
+
 // setFlash stores a message for the next page.
 func (s *server) setFlash(w http.ResponseWriter, r *http.Request, kind, msg string) {
 	if len(msg) > 600 {
@@ -32,7 +35,7 @@ func (s *server) setFlash(w http.ResponseWriter, r *http.Request, kind, msg stri
 	}
 	b, _ := json.Marshal(flash{Kind: kind, Msg: msg})
 	v := base64.RawURLEncoding.EncodeToString(b) + "." + s.sign(b)
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: v, Path: "/", MaxAge: 60,
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: v, Path: s.cookiePath(), MaxAge: 60,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 }
 
@@ -42,7 +45,7 @@ func (s *server) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
 	if err != nil {
 		return nil
 	}
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: s.cookiePath(), MaxAge: -1,
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	payload, sig, ok := strings.Cut(c.Value, ".")
 	if !ok {
@@ -65,11 +68,12 @@ func (s *server) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
 }
 
 // back redirects (303) to the page an action came from: the form's "next"
-// field when it is a path on this site, else fallback.
-func back(w http.ResponseWriter, r *http.Request, fallback string) {
+// field when it is a path of the dashboard, else fallback. Both are paths
+// without the prefix, which the redirect adds.
+func (s *server) back(w http.ResponseWriter, r *http.Request, fallback string) {
 	to := fallback
 	if n := r.PostFormValue("next"); n != "" && localPath(n) && len(n) < 2048 {
 		to = n
 	}
-	http.Redirect(w, r, to, http.StatusSeeOther)
+	s.redirect(w, r, to)
 }

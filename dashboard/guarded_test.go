@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/yella-go/yella/dashboard"
-	"github.com/yella-go/yella/internal/httpguard"
+	"github.com/yella-go/yella/httpguard"
 	"github.com/yella-go/yella/store"
 )
 

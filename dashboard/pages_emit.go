@@ -136,7 +136,7 @@ func (s *server) emitted(w http.ResponseWriter, r *http.Request, d *emitData, em
 	switch {
 	case len(em.Runs) == 0 && em.Reason == yella.ReasonDuplicate:
 		s.setFlash(w, r, "warn", fmt.Sprintf("Nothing new: the idempotency key %s was already used for %s; showing the run admitted then.", quote(d.Key), d.Event))
-		http.Redirect(w, r, "/runs/"+url.PathEscape(em.Existing[0]), http.StatusSeeOther)
+		s.redirect(w, r, "/runs/"+url.PathEscape(em.Existing[0]))
 	case len(em.Runs) == 0:
 		d.Error = "Nothing was emitted: every process listening to " + quote(d.Event) + " is at its concurrency cap." + dropped
 		s.render(w, r, http.StatusConflict, "emit", d)
@@ -146,13 +146,13 @@ func (s *server) emitted(w http.ResponseWriter, r *http.Request, d *emitData, em
 			kind = "warn"
 		}
 		s.setFlash(w, r, kind, fmt.Sprintf("Emitted %s: run %s admitted.%s", d.Event, shortID(em.Runs[0]), dropped))
-		http.Redirect(w, r, "/runs/"+url.PathEscape(em.Runs[0]), http.StatusSeeOther)
+		s.redirect(w, r, "/runs/"+url.PathEscape(em.Runs[0]))
 	default:
 		kind := "ok"
 		if dropped != "" {
 			kind = "warn"
 		}
 		s.setFlash(w, r, kind, fmt.Sprintf("Emitted %s: %d runs admitted, one per listening process.%s", d.Event, len(em.Runs), dropped))
-		http.Redirect(w, r, runsFilter{Event: d.Event, Root: true, Limit: defPageLimit}.url("/runs"), http.StatusSeeOther)
+		s.redirect(w, r, runsFilter{Event: d.Event, Root: true, Limit: defPageLimit}.url("/runs"))
 	}
 }

@@ -252,7 +252,7 @@ func (s *server) tracePicker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if id := q.Get("id"); id != "" {
-		http.Redirect(w, r, "/trace/"+url.PathEscape(id), http.StatusSeeOther)
+		s.redirect(w, r, "/trace/"+url.PathEscape(id))
 		return
 	}
 	d := &pickerData{layout: s.newLayout(r, "trace", "Trace")}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/dashboard"
+	"github.com/yella-go/yella/internal/clock"
+	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 )
 
@@ -222,4 +225,34 @@ func TestOptions(t *testing.T) {
 	if r.Code != http.StatusOK {
 		t.Fatal(r.Code)
 	}
+}
+
+// TestRunningRunShowsItsOwner: the page of a running run says which engine
+// instance holds it and until when (Run.Owner, Run.LeaseExpires), here a
+// run held by another engine on the same store.
+func TestRunningRunShowsItsOwner(t *testing.T) {
+	ctx := context.Background()
+	st := memstore.New()
+	const id = "01900000-0000-7000-8000-0000000000a1"
+	if _, err := st.Admit(ctx, store.Admission{Event: "report:asked", Runs: []store.NewRun{{ID: id, Process: "report"}}, Now: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Claim(ctx, store.ClaimRequest{IDs: []string{id}, Owner: "engine-b", Now: t0, LeaseUntil: t0.Add(30 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	clk := clock.NewFake(t0)
+	eng, err := yella.New(yella.Config{Store: st, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := dashboard.NewAt(eng, dashboard.Options{}, clk.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/runs/"+id, nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET /runs/%s: %d\n%s", id, rec.Code, rec.Body)
+	}
+	contains(t, "running run", rec.Body.String(), "<dt>Lease</dt>", "engine-b", "2026-03-14 09:27:23")
 }

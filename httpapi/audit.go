@@ -5,7 +5,7 @@ import (
 	"net/http"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/internal/httpguard"
+	"github.com/yella-go/yella/httpguard"
 )
 
 // logMutation records one mutation at info level, done or refused: who

@@ -95,7 +95,7 @@ func BenchmarkSSE(b *testing.B) {
 			for sc.Scan() {
 				line := sc.Text()
 				switch {
-				case line == "event: run:complete":
+				case line == "event: run:completed":
 					completes++
 				case line == "event: reset":
 					resets++

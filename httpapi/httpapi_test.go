@@ -22,8 +22,8 @@ import (
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/httpapi"
+	"github.com/yella-go/yella/httpguard"
 	"github.com/yella-go/yella/internal/clock"
-	"github.com/yella-go/yella/internal/httpguard"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 )
@@ -389,8 +389,8 @@ func TestEvents(t *testing.T) {
 			lastID = fr.id
 		}
 	}
-	if seen[0] != "run:admitted" || seen[1] != "run:start" {
-		t.Fatalf("events %v, want run:admitted then run:start first", seen)
+	if seen[0] != "run:admitted" || seen[1] != "run:started" {
+		t.Fatalf("events %v, want run:admitted then run:started first", seen)
 	}
 	// A reconnect with Last-Event-ID replays from the event after it.
 	c2 := connect(t, srv.URL+"/api/events", lastID)

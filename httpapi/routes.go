@@ -247,7 +247,7 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b.raw(",")
 		}
-		b.value(TimelineEntry{N: t.N, At: t.At.UTC(), Status: t.Status, Attempt: t.Attempt, Error: t.Error, Code: t.Code, Note: t.Note})
+		b.value(TimelineEntry{N: t.N, At: t.At.UTC(), Status: t.Status, Attempt: t.Attempt, Error: t.Error, Code: string(t.Code), Note: t.Note})
 	}
 	b.raw(`],"effects":[`)
 	for i, e := range effs {

@@ -137,19 +137,10 @@ const sseWriteTimeout = 10 * time.Second
 // from closing an idle stream. Past MaxSubscribers clients it answers 503
 // BUSY; a client further behind than SubscriberQueue is disconnected.
 func (a *API) events(w http.ResponseWriter, r *http.Request) {
-	last := a.broker.now()
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		last = -1
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-			last = n
-		}
-	} else if v := r.URL.Query().Get("since"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			a.fail(w, r, badRequest("INVALID_QUERY", "since must be an event id"))
-			return
-		}
-		last = n
+	last, err := a.lastEventID(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
 	}
 	ctx, kick := context.WithCancelCause(r.Context())
 	defer kick(nil)
@@ -161,49 +152,45 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer a.broker.unsubscribe(sub)
-	rc := http.NewResponseController(w)
-	// A kick aborts a write in progress (a client that does not read
-	// blocks it); the handler waits for that before it returns.
-	aborted := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		defer close(aborted)
-		rc.SetWriteDeadline(time.Now())
-	})
-	defer func() {
-		if !stop() {
-			<-aborted
-		}
-	}()
+	st := newSSEStream(ctx, w, a.broker.queue)
+	defer st.close()
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache, no-transform")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	write := func(p []byte) bool {
-		rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-		if ctx.Err() != nil { // kicked meanwhile: the deadline just set must not stand
-			return false
-		}
-		if _, err := w.Write(p); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	// slow answers a kicked client: a reset if it still accepts data.
-	slow := func() {
-		if context.Cause(ctx) != errSlow {
-			return
-		}
-		<-aborted
-		rc.SetWriteDeadline(time.Now().Add(time.Second))
-		w.Write(fmt.Appendf(nil, "event: reset\ndata: {\"reason\":\"this client fell more than %d events behind; reconnect and reload the state\"}\n\n", a.broker.queue))
-		rc.Flush()
-	}
-	if !write(fmt.Appendf(nil, "retry: 2000\nevent: hello\ndata: {\"at\":%q}\n\n", time.Now().UTC().Format(time.RFC3339Nano))) {
-		slow()
+	if !st.write(fmt.Appendf(nil, "retry: 2000\nevent: hello\ndata: {\"at\":%q}\n\n", time.Now().UTC().Format(time.RFC3339Nano))) {
+		st.slow()
 		return
 	}
+	a.stream(st, sub)
+}
+
+// lastEventID is the id of the last event the client has seen: the
+// Last-Event-ID header (-1, replay everything kept, when it is not a
+// number), else ?since=, else the latest event (no replay).
+func (a *API) lastEventID(r *http.Request) (int64, error) {
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return n, nil
+		}
+		return -1, nil
+	}
+	if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, badRequest("INVALID_QUERY", "since must be an event id")
+		}
+		return n, nil
+	}
+	return a.broker.now(), nil
+}
+
+// stream sends sub's events in frames, a batch at a time, and a keepalive
+// when there are none, until the client goes, is kicked or the API
+// closes.
+func (a *API) stream(st *sseStream, sub *subscriber) {
 	keep := time.NewTicker(a.opts.Keepalive)
 	defer keep.Stop()
 	var buf []Event
@@ -218,27 +205,80 @@ func (a *API) events(w http.ResponseWriter, r *http.Request) {
 			data, _ := json.Marshal(e)
 			frame = fmt.Appendf(frame, "id: %d\nevent: %s\ndata: %s\n\n", e.ID, e.Type, data)
 		}
-		if len(frame) > 0 && !write(frame) {
-			slow()
+		if len(frame) > 0 && !st.write(frame) {
+			st.slow()
 			return
 		}
 		if len(evs) == sseBatch {
 			continue // more are waiting
 		}
 		select {
-		case <-ctx.Done():
-			slow()
+		case <-st.ctx.Done():
+			st.slow()
 			return
 		case <-a.done:
 			return
 		case <-keep.C:
-			if !write([]byte(": keepalive\n\n")) {
-				slow()
+			if !st.write([]byte(": keepalive\n\n")) {
+				st.slow()
 				return
 			}
 		case <-wake:
 		}
 	}
+}
+
+// sseStream is one client's response. Every write is bounded in time, and
+// a kick (ctx's cancellation) aborts a write in progress: a client that
+// does not read blocks it.
+type sseStream struct {
+	ctx     context.Context
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	queue   int64         // the broker's queue bound, for the reset's reason
+	aborted chan struct{} // closed once a kick has aborted the writes
+	stop    func() bool   // stops the abort if it has not started
+}
+
+func newSSEStream(ctx context.Context, w http.ResponseWriter, queue int64) *sseStream {
+	st := &sseStream{ctx: ctx, w: w, rc: http.NewResponseController(w), queue: queue, aborted: make(chan struct{})}
+	st.stop = context.AfterFunc(ctx, func() {
+		defer close(st.aborted)
+		st.rc.SetWriteDeadline(time.Now())
+	})
+	return st
+}
+
+// close waits for an abort in progress: the handler must not return while
+// it still touches the response.
+func (st *sseStream) close() {
+	if !st.stop() {
+		<-st.aborted
+	}
+}
+
+// write sends p and flushes it, within sseWriteTimeout; false means the
+// client is gone or kicked.
+func (st *sseStream) write(p []byte) bool {
+	st.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	if st.ctx.Err() != nil { // kicked meanwhile: the deadline just set must not stand
+		return false
+	}
+	if _, err := st.w.Write(p); err != nil {
+		return false
+	}
+	return st.rc.Flush() == nil
+}
+
+// slow answers a kicked client: a reset if it still accepts data.
+func (st *sseStream) slow() {
+	if context.Cause(st.ctx) != errSlow {
+		return
+	}
+	<-st.aborted
+	st.rc.SetWriteDeadline(time.Now().Add(time.Second))
+	st.w.Write(fmt.Appendf(nil, "event: reset\ndata: {\"reason\":\"this client fell more than %d events behind; reconnect and reload the state\"}\n\n", st.queue))
+	st.rc.Flush()
 }
 
 // lastSeen is the id a reset frame reports: the event before the first

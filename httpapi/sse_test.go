@@ -1,12 +1,9 @@
 package httpapi_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -249,37 +246,5 @@ func BenchmarkSSESlowClients(b *testing.B) {
 	srv := httptest.NewServer(api)
 	defer srv.Close()
 	defer api.Close()
-	ctx := context.Background()
-	for i := range 1400 {
-		if _, err := eng.Emit(ctx, "ev", map[string]int{"i": i}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	if err := eng.Drain(ctx); err != nil {
-		b.Fatal(err)
-	}
-	addr := strings.TrimPrefix(srv.URL, "http://")
-	for b.Loop() {
-		p := startProbe()
-		accepted := 0
-		var conns []net.Conn
-		for range 300 {
-			c, err := net.Dial("tcp", addr)
-			if err != nil {
-				b.Fatal(err)
-			}
-			conns = append(conns, c)
-			fmt.Fprintf(c, "GET /api/events HTTP/1.1\r\nHost: %s\r\nLast-Event-ID: 1\r\n\r\n", addr)
-			line, err := bufio.NewReaderSize(c, 16).ReadString('\n')
-			if err == nil && strings.Contains(line, " 200 ") {
-				accepted++
-			}
-		}
-		time.Sleep(5 * time.Second)
-		p.report(b)
-		b.ReportMetric(float64(accepted), "accepted")
-		for _, c := range conns {
-			c.Close()
-		}
-	}
+	slowSSEClients(b, eng, srv.URL)
 }

@@ -68,8 +68,8 @@ func (a *API) handlers() handlers {
 func (h handlers) runOf(r yella.Run) Run {
 	return Run{NoHandler: !h[r.Process], ID: r.ID, Seq: r.Seq, Process: r.Process, Event: r.Event, CorrelationID: r.CorrelationID, ParentID: r.ParentID,
 		Depth: r.Depth, Status: r.Status, State: r.State(), Payload: r.Payload, Context: r.Context, Output: r.Output,
-		Error: r.Error, ErrorCode: r.ErrorCode, Then: r.Then, IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
-		Epoch: r.Epoch, RetryAt: ts(r.RetryAt), LeaseOwner: r.LeaseOwner, LeaseExpires: ts(r.LeaseExpires),
+		Error: r.Error, ErrorCode: string(r.ErrorCode), Then: r.Then, IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
+		Epoch: r.Epoch, RetryAt: ts(r.RetryAt), LeaseOwner: r.Owner, LeaseExpires: ts(r.LeaseExpires),
 		CreatedAt: r.CreatedAt.UTC(), StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), Version: r.Version}
 }
 

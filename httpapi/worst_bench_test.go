@@ -190,39 +190,49 @@ func BenchmarkWorstRequests(b *testing.B) {
 	})
 	b.Run("sse-300", func(b *testing.B) {
 		eng, _, srv := worstEngine(b, 0)
-		ctx := context.Background()
-		for i := range 1400 { // 3 events a run: the 4,096-event ring is full
-			if _, err := eng.Emit(ctx, "ev", map[string]int{"i": i}); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := eng.Drain(ctx); err != nil {
+		slowSSEClients(b, eng, srv.URL)
+	})
+}
+
+// slowSSEClients fills the engine's event ring (1,400 runs of 3 events:
+// the 4,096-event ring is full), then, each iteration, opens 300 SSE
+// clients on the server at srvURL that replay from id 1, read their status
+// line only and never read again; it reports the memory peaks and how many
+// streams the server accepted.
+func slowSSEClients(b *testing.B, eng *yella.Engine, srvURL string) {
+	b.Helper()
+	ctx := context.Background()
+	for i := range 1400 {
+		if _, err := eng.Emit(ctx, "ev", map[string]int{"i": i}); err != nil {
 			b.Fatal(err)
 		}
-		addr := strings.TrimPrefix(srv.URL, "http://")
-		for b.Loop() {
-			p := startProbe()
-			accepted := 0
-			var conns []net.Conn
-			for range 300 {
-				c, err := net.Dial("tcp", addr)
-				if err != nil {
-					b.Fatal(err)
-				}
-				conns = append(conns, c)
-				fmt.Fprintf(c, "GET /api/events HTTP/1.1\r\nHost: %s\r\nLast-Event-ID: 1\r\n\r\n", addr)
-				// Read the status line only (16 bytes at a time), then never again.
-				line, err := bufio.NewReaderSize(c, 16).ReadString('\n')
-				if err == nil && strings.Contains(line, " 200 ") {
-					accepted++
-				}
+	}
+	if err := eng.Drain(ctx); err != nil {
+		b.Fatal(err)
+	}
+	addr := strings.TrimPrefix(srvURL, "http://")
+	for b.Loop() {
+		p := startProbe()
+		accepted := 0
+		var conns []net.Conn
+		for range 300 {
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				b.Fatal(err)
 			}
-			time.Sleep(5 * time.Second)
-			p.report(b)
-			b.ReportMetric(float64(accepted), "accepted")
-			for _, c := range conns {
-				c.Close()
+			conns = append(conns, c)
+			fmt.Fprintf(c, "GET /api/events HTTP/1.1\r\nHost: %s\r\nLast-Event-ID: 1\r\n\r\n", addr)
+			// Read the status line only (16 bytes at a time), then never again.
+			line, err := bufio.NewReaderSize(c, 16).ReadString('\n')
+			if err == nil && strings.Contains(line, " 200 ") {
+				accepted++
 			}
 		}
-	})
+		time.Sleep(5 * time.Second)
+		p.report(b)
+		b.ReportMetric(float64(accepted), "accepted")
+		for _, c := range conns {
+			c.Close()
+		}
+	}
 }

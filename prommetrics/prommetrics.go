@@ -107,9 +107,9 @@ func (x *Exporter) Handler() http.Handler {
 }
 
 var runEvents = map[yella.EventType]string{
-	yella.RunAdmitted: "admitted", yella.RunStart: "started", yella.RunComplete: "completed", yella.RunError: "failed",
-	yella.RunRetry: "retried", yella.RunDead: "dead_letter", yella.RunFenced: "fenced", yella.RunResume: "resumed",
-	yella.RunCancel: "cancelled", yella.RunRequeue: "requeued", yella.RunRetryAsked: "retried_manually",
+	yella.RunAdmitted: "admitted", yella.RunStarted: "started", yella.RunCompleted: "completed", yella.RunFailed: "failed",
+	yella.RunRetryScheduled: "retried", yella.RunDeadLettered: "dead_letter", yella.RunFenced: "fenced", yella.RunResumed: "resumed",
+	yella.RunCancelled: "cancelled", yella.RunRequeued: "requeued", yella.RunRetried: "retried_manually",
 }
 
 // observe runs in the engine's goroutines: counters and histograms only.
@@ -119,30 +119,30 @@ func (x *Exporter) observe(ev yella.Event) {
 		x.runs.WithLabelValues(p, name).Inc()
 	}
 	switch ev.Type {
-	case yella.RunComplete:
+	case yella.RunCompleted:
 		x.runDur.WithLabelValues(p, "completed").Observe(ev.Duration.Seconds())
-	case yella.RunError, yella.RunRetry:
+	case yella.RunFailed, yella.RunRetryScheduled:
 		if ev.Duration > 0 { // an attempt ended (not a cancel while queued)
-			outcome := map[yella.EventType]string{yella.RunError: "failed", yella.RunRetry: "retried"}[ev.Type]
+			outcome := map[yella.EventType]string{yella.RunFailed: "failed", yella.RunRetryScheduled: "retried"}[ev.Type]
 			x.runDur.WithLabelValues(p, outcome).Observe(ev.Duration.Seconds())
 		}
 	case yella.RunDropped:
 		x.drops.WithLabelValues(p).Inc()
-	case yella.EffectComplete:
+	case yella.EffectCompleted:
 		x.effects.WithLabelValues(p, "completed").Inc()
 		x.effDur.WithLabelValues(p, "completed").Observe(ev.Duration.Seconds())
-	case yella.EffectError:
+	case yella.EffectFailed:
 		x.effects.WithLabelValues(p, "failed").Inc()
 		x.effDur.WithLabelValues(p, "failed").Observe(ev.Duration.Seconds())
-	case yella.EffectReplay:
+	case yella.EffectReplayed:
 		x.effects.WithLabelValues(p, "replayed").Inc()
-	case yella.EffectDone:
+	case yella.EffectResolved:
 		x.effects.WithLabelValues(p, "resolved").Inc()
-	case yella.LeaseReclaim:
+	case yella.LeaseReclaimed:
 		x.engine.WithLabelValues("lease_reclaim").Inc()
 	case yella.InternalError:
 		x.engine.WithLabelValues("internal_error").Inc()
-	case yella.RunDepth:
+	case yella.RunDepthExceeded:
 		x.engine.WithLabelValues("depth_exceeded").Inc()
 	}
 }

@@ -151,7 +151,15 @@ func TestRestoreBadInput(t *testing.T) {
 		t.Error("the existing destination was modified")
 	}
 
-	// Force replaces the file and drops its stale WAL and shared memory.
+	checkForceReplaces(t, dir, target, existing)
+	checkReplicatedRefused(t, dir, target)
+}
+
+// checkForceReplaces: Force replaces the file existing with the replica's
+// database and drops its stale WAL and shared memory, leaving no
+// temporary file in dir.
+func checkForceReplaces(t *testing.T, dir string, target replicate.Target, existing string) {
+	t.Helper()
 	os.WriteFile(existing+"-wal", []byte("stale wal"), 0o644)
 	os.WriteFile(existing+"-shm", []byte("stale shm"), 0o644)
 	if err := replicate.Restore(t.Context(), target, existing, replicate.RestoreOptions{Force: true}); err != nil {
@@ -170,9 +178,13 @@ func TestRestoreBadInput(t *testing.T) {
 	if len(matches) > 0 {
 		t.Errorf("temporary files left: %v", matches)
 	}
+}
 
-	// A database this process replicates is refused even once its store is
-	// closed (the engine lock is free then): Litestream still has it open.
+// checkReplicatedRefused: a database this process replicates is refused
+// even once its store is closed (the engine lock is free then): Litestream
+// still has it open.
+func checkReplicatedRefused(t *testing.T, dir string, target replicate.Target) {
+	t.Helper()
 	rep := filepath.Join(dir, "replicated.db")
 	repTarget := fileTarget(t, filepath.Join(dir, "second"))
 	n := openNode(t, rep, &repTarget, replicate.Options{SyncInterval: 50 * time.Millisecond})

@@ -130,6 +130,20 @@ func TestExternalSQLite3WhileReplicating(t *testing.T) {
 	if raceEnabled {
 		cfg.Rate, load = 40, 4*time.Second
 	}
+	statuses, ext := replicateUnderSQLite3(t, bin, cfg, load)
+	checkWALHeld(t, statuses)
+	final := statuses[len(statuses)-1]
+	t.Logf("child: %d admissions acknowledged; its final view %d runs; replica TXID %d of %d; %d status lines",
+		final.Acked, final.Runs, final.ReplicaTXID, final.LocalTXID, len(statuses))
+	fileRuns, fileExt := checkFileHoldsAcknowledged(t, bin, dir, final, ext)
+	checkReplicaRestoresFile(t, dir, fileRuns, fileExt)
+}
+
+// replicateUnderSQLite3 runs a child engine replicating under load while
+// sqlite3 shells hammer its database for load, stops the child gracefully
+// and returns its status lines and what the shells did.
+func replicateUnderSQLite3(t *testing.T, bin string, cfg restoredrill.Config, load time.Duration) ([]restoredrill.Status, externalLoad) {
+	t.Helper()
 	child, err := restoredrill.StartChild(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -140,7 +154,7 @@ func TestExternalSQLite3WhileReplicating(t *testing.T) {
 			child.Kill()
 		}
 	}()
-	db := restoredrill.DBPath(dir)
+	db := restoredrill.DBPath(cfg.Dir)
 
 	var statuses []restoredrill.Status
 	var lineErr []string
@@ -192,8 +206,13 @@ func TestExternalSQLite3WhileReplicating(t *testing.T) {
 	if len(statuses) < 10 {
 		t.Fatalf("only %d status lines from the child", len(statuses))
 	}
+	return statuses, ext
+}
 
-	// While it ran: the WAL the child writes is the file on disk.
+// checkWALHeld: while the child ran, the WAL it writes was the file on
+// disk, and replication never stalled.
+func checkWALHeld(t *testing.T, statuses []restoredrill.Status) {
+	t.Helper()
 	bad := 0
 	for i, s := range statuses {
 		ok := s.WALInode != 0 && !s.WALHeldDeleted && len(s.WALHeld) > 0
@@ -211,11 +230,15 @@ func TestExternalSQLite3WhileReplicating(t *testing.T) {
 			t.Errorf("status %d: replication reported stalled: %s", i, s.Stalled)
 		}
 	}
-	final := statuses[len(statuses)-1]
-	t.Logf("child: %d admissions acknowledged; its final view %d runs; replica TXID %d of %d; %d status lines",
-		final.Acked, final.Runs, final.ReplicaTXID, final.LocalTXID, len(statuses))
+}
 
-	// After the stop: the file holds what the child saw and acknowledged.
+// checkFileHoldsAcknowledged: after the stop, the file passes
+// integrity_check and holds every run the child saw, every admission it
+// acknowledged and every external write; it returns the file's runs and
+// external writes.
+func checkFileHoldsAcknowledged(t *testing.T, bin, dir string, final restoredrill.Status, ext externalLoad) (map[string]runRow, []int) {
+	t.Helper()
+	db := restoredrill.DBPath(dir)
 	if out, err := sqlite3(bin, db, "PRAGMA integrity_check"); err != nil || out != "ok" {
 		t.Fatalf("integrity_check of the file: %.300q… %v", out, err)
 	}
@@ -246,8 +269,12 @@ func TestExternalSQLite3WhileReplicating(t *testing.T) {
 			break
 		}
 	}
+	return fileRuns, fileExt
+}
 
-	// The replica restores to the file, run by run.
+// checkReplicaRestoresFile: the replica restores to the file, run by run.
+func checkReplicaRestoresFile(t *testing.T, dir string, fileRuns map[string]runRow, fileExt []int) {
+	t.Helper()
 	target, err := replicate.ParseURL(restoredrill.ReplicaURL(dir))
 	if err != nil {
 		t.Fatal(err)

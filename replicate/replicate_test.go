@@ -15,7 +15,7 @@ import (
 	"github.com/yella-go/yella/store/sqlitestore"
 )
 
-// The acceptance test: 10,000 runs written while replicating to a
+// Replication end to end: 10,000 runs written while replicating to a
 // file replica. A restore taken while the engine still runs holds every run
 // acknowledged (and completed) more than 2 × SyncInterval + 1 s earlier,
 // without help from a final sync; after a graceful stop (whose final sync

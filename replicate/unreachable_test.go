@@ -20,38 +20,8 @@ import (
 // the growing lag and error count. Close reports that the replica is not in
 // sync.
 func TestUnreachableS3(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close() // nothing listens there now
-	target, err := replicate.ParseURL(fmt.Sprintf("s3://yella-test/app?endpoint=http://127.0.0.1:%d&region=us-east-1", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Static credentials: the SDK's default chain would probe instance
-	// metadata endpoints.
-	target.AccessKeyID, target.SecretAccessKey = "AKIATEST", "test-secret"
-
-	// With AWS_CA_BUNDLE set, Litestream's S3 client cannot start: Start
-	// says so and how to fix it.
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	os.WriteFile(ca, []byte("not used"), 0o644)
-	t.Setenv("AWS_CA_BUNDLE", ca)
-	db := filepath.Join(t.TempDir(), "ca.db")
-	st, err := sqlitestore.Open(db, sqlitestore.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rep, err := replicate.Start(t.Context(), db, target, replicate.Options{}); err == nil || !strings.Contains(err.Error(), "unset it") {
-		t.Errorf("Start with AWS_CA_BUNDLE set: %v, want an error explaining it", err)
-		if rep != nil {
-			rep.Close(t.Context())
-		}
-	}
-	st.Close()
-	t.Setenv("AWS_CA_BUNDLE", "")
+	target := unreachableS3(t)
+	checkCABundleRefused(t, target)
 
 	to := filepath.Join(t.TempDir(), "restored.db")
 	restored := make(chan error, 1)
@@ -86,7 +56,77 @@ func TestUnreachableS3(t *testing.T) {
 		t.Errorf("%d of %d runs completed while the replica was down", done, total)
 	}
 
-	s := n.rep.Status()
+	checkStatusWhileDown(t, first, n.rep.Status(), si)
+	checkLogsWhileDown(t, logs.String())
+
+	// Restoring from it fails with the cause and creates nothing (it ran
+	// meanwhile: the SDK retries for seconds).
+	if err := <-restored; err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Errorf("Restore from the unreachable replica: %v, want the cause", err)
+	}
+	if _, err := os.Stat(to); !os.IsNotExist(err) {
+		t.Errorf("a failed restore created %s: %v", to, err)
+	}
+
+	// Close tries a last sync; ctx bounds it (the SDK alone retries for
+	// about 7 s).
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	t0 := time.Now()
+	err := n.closeCtx(t, ctx) // engine, store, then replicator
+
+	t.Logf("Close after %v: %v", time.Since(t0).Round(time.Millisecond), err)
+	if err == nil || !strings.Contains(err.Error(), "not in sync") {
+		t.Errorf("Close with the replica down: %v, want an error saying the replica is not in sync", err)
+	}
+}
+
+// unreachableS3 is an S3 target on a local port where nothing listens,
+// with static credentials: the SDK's default chain would probe instance
+// metadata endpoints.
+func unreachableS3(t *testing.T) replicate.Target {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing listens there now
+	target, err := replicate.ParseURL(fmt.Sprintf("s3://yella-test/app?endpoint=http://127.0.0.1:%d&region=us-east-1", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	target.AccessKeyID, target.SecretAccessKey = "AKIATEST", "test-secret"
+	return target
+}
+
+// checkCABundleRefused: with AWS_CA_BUNDLE set, Litestream's S3 client
+// cannot start: Start says so and how to fix it.
+func checkCABundleRefused(t *testing.T, target replicate.Target) {
+	t.Helper()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	os.WriteFile(ca, []byte("not used"), 0o644)
+	t.Setenv("AWS_CA_BUNDLE", ca)
+	db := filepath.Join(t.TempDir(), "ca.db")
+	st, err := sqlitestore.Open(db, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := replicate.Start(t.Context(), db, target, replicate.Options{}); err == nil || !strings.Contains(err.Error(), "unset it") {
+		t.Errorf("Start with AWS_CA_BUNDLE set: %v, want an error explaining it", err)
+		if rep != nil {
+			rep.Close(t.Context())
+		}
+	}
+	st.Close()
+	t.Setenv("AWS_CA_BUNDLE", "")
+}
+
+// checkStatusWhileDown: Status shows no sync, a lag that grew since
+// first, the errors counted with their cause, and the target without its
+// secret.
+func checkStatusWhileDown(t *testing.T, first, s replicate.Status, si time.Duration) {
+	t.Helper()
 	t.Logf("status: %+v", s)
 	if !s.LastSync.IsZero() {
 		t.Errorf("LastSync %v, but nothing can have reached the replica", s.LastSync)
@@ -103,7 +143,12 @@ func TestUnreachableS3(t *testing.T) {
 	if strings.Contains(s.Target, "test-secret") || !strings.Contains(s.Target, "s3://yella-test/app") {
 		t.Errorf("status target %q", s.Target)
 	}
-	out := logs.String()
+}
+
+// checkLogsWhileDown: every failure is logged with its cause, the count and
+// the retry, and the logs never show the secret.
+func checkLogsWhileDown(t *testing.T, out string) {
+	t.Helper()
 	t.Logf("logs:\n%s", out)
 	if c := strings.Count(out, "replication failed"); c < 2 || !strings.Contains(out, "connection refused") ||
 		!strings.Contains(out, "consecutive_errors=2") || !strings.Contains(out, "retries with backoff") {
@@ -111,26 +156,5 @@ func TestUnreachableS3(t *testing.T) {
 	}
 	if strings.Contains(out, "test-secret") {
 		t.Error("the logs show the secret key")
-	}
-
-	// Restoring from it fails with the cause and creates nothing (it ran
-	// meanwhile: the SDK retries for seconds).
-	if err := <-restored; err == nil || !strings.Contains(err.Error(), "connection refused") {
-		t.Errorf("Restore from the unreachable replica: %v, want the cause", err)
-	}
-	if _, err := os.Stat(to); !os.IsNotExist(err) {
-		t.Errorf("a failed restore created %s: %v", to, err)
-	}
-
-	// Close tries a last sync; ctx bounds it (the SDK alone retries for
-	// about 7 s).
-	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
-	defer cancel()
-	t0 := time.Now()
-	err = n.closeCtx(t, ctx) // engine, store, then replicator
-
-	t.Logf("Close after %v: %v", time.Since(t0).Round(time.Millisecond), err)
-	if err == nil || !strings.Contains(err.Error(), "not in sync") {
-		t.Errorf("Close with the replica down: %v, want an error saying the replica is not in sync", err)
 	}
 }

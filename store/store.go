@@ -67,8 +67,10 @@ func (e *StatusError) Error() string {
 // Unwrap returns ErrInvalidStatus.
 func (e *StatusError) Unwrap() error { return ErrInvalidStatus }
 
-// State is the persisted lifecycle state of a run, as in the original
-// engine: idle, running, completed or errored.
+// State is the coarse lifecycle state of a run: idle, running, completed
+// or errored. It is derived from the run's Status, which refines it, for
+// consumers that only need to know whether a run waits, runs, succeeded or
+// failed.
 type State string
 
 // The four raw states.

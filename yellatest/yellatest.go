@@ -180,7 +180,7 @@ func (k *Kit) ExpectTimeline(t testing.TB, id string, want ...yella.Status) []ye
 // ExpectEffect fails t unless run id has an effect with key (the parts
 // given to yella.MakeKey, or the plain string key) whose status is want,
 // and returns its record.
-func (k *Kit) ExpectEffect(t testing.TB, id string, want store.EffectStatus, key ...string) yella.EffectRecord {
+func (k *Kit) ExpectEffect(t testing.TB, id string, want yella.EffectStatus, key ...string) yella.EffectRecord {
 	t.Helper()
 	effs, err := k.Engine.Effects(context.Background(), id)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 	"github.com/yella-go/yella/yellatest"
 )
@@ -172,10 +171,10 @@ func TestExpectationsFailAndPass(t *testing.T) {
 	ok := &recorder{}
 	k.ExpectStatus(ok, id, yella.StatusErrored)
 	k.ExpectTimeline(ok, id, yella.StatusIdle, yella.StatusRunning, yella.StatusErrored)
-	if rec := k.ExpectEffect(ok, id, store.EffectCompleted, "charge", "42"); string(rec.Output) != "1" {
+	if rec := k.ExpectEffect(ok, id, yella.EffectStatusCompleted, "charge", "42"); string(rec.Output) != "1" {
 		t.Errorf("effect output %s, want 1", rec.Output)
 	}
-	k.ExpectEffect(ok, id, store.EffectFailed, "mail")
+	k.ExpectEffect(ok, id, yella.EffectStatusFailed, "mail")
 	if len(ok.errs) != 0 {
 		t.Errorf("matching checks failed: %q", ok.errs)
 	}
@@ -187,8 +186,8 @@ func TestExpectationsFailAndPass(t *testing.T) {
 	}{
 		{"status", func(tb testing.TB) { k.ExpectStatus(tb, id, yella.StatusCompleted) }, "is errored (error: bad input), want completed"},
 		{"timeline", func(tb testing.TB) { k.ExpectTimeline(tb, id, yella.StatusIdle, yella.StatusCompleted) }, "[idle running errored], want [idle completed]"},
-		{"effect status", func(tb testing.TB) { k.ExpectEffect(tb, id, store.EffectCompleted, "mail") }, `effect "mail" of run ` + id + ` is failed (error "smtp down"), want completed`},
-		{"no such effect", func(tb testing.TB) { k.ExpectEffect(tb, id, store.EffectCompleted, "charge") }, `has no effect "charge" (it has ["charge/42" "mail"])`},
+		{"effect status", func(tb testing.TB) { k.ExpectEffect(tb, id, yella.EffectStatusCompleted, "mail") }, `effect "mail" of run ` + id + ` is failed (error "smtp down"), want completed`},
+		{"no such effect", func(tb testing.TB) { k.ExpectEffect(tb, id, yella.EffectStatusCompleted, "charge") }, `has no effect "charge" (it has ["charge/42" "mail"])`},
 	} {
 		r := &recorder{}
 		tc.check(r)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/httpapi"
-	"github.com/yella-go/yella/internal/httpguard"
+	"github.com/yella-go/yella/httpguard"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/sqlitestore"
 )

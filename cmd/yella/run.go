@@ -92,7 +92,7 @@ var libraryWording = strings.NewReplacer(
 )
 
 // cliError is an error reworded for the command line; it unwraps to the
-// original.
+// library's error, so errors.Is and errors.As still see it.
 type cliError struct {
 	msg string
 	err error
@@ -101,7 +101,7 @@ type cliError struct {
 // Error implements error.
 func (e *cliError) Error() string { return e.msg }
 
-// Unwrap returns the original error.
+// Unwrap returns the library's error.
 func (e *cliError) Unwrap() error { return e.err }
 
 // forCLI rewords err where a library names a Go field.

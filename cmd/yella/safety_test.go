@@ -372,21 +372,7 @@ func TestOperatorToolsLeaveAnApplicationsDataAlone(t *testing.T) {
 	}
 	dir := t.TempDir()
 	db := filepath.Join(dir, "app.db")
-	app := start(t, appCmd("fill", db))
-	if app.out.wait(regexp.MustCompile(`^(ready)$`)) == "" {
-		t.Fatalf("the application did not get ready: %s", app.out.text())
-	}
-	app.stop(t, syscall.SIGKILL)
-	before := snapshot(t, db)
-	n := 0
-	for _, r := range before {
-		if strings.HasPrefix(r, "runs ") {
-			n++
-		}
-	}
-	if n != 10 {
-		t.Fatalf("the application left %d runs, want 10", n)
-	}
+	before := fillApplication(t, db)
 	sq := squat(t, defaultAddr)
 	const token = "a-token-of-the-operator-0123456789"
 	env := []string{"YELLA_TOKEN=" + token}
@@ -397,38 +383,7 @@ func TestOperatorToolsLeaveAnApplicationsDataAlone(t *testing.T) {
 	if base == "" {
 		t.Errorf("serve did not start: %s", srv.out.text())
 	} else {
-		var procs struct {
-			Processes []struct {
-				Name       string
-				Registered bool
-			} `json:"processes"`
-		}
-		err := getJSON(base+"/api/processes", token, &procs)
-		if err != nil {
-			t.Errorf("processes: %v", err)
-		}
-		for _, p := range procs.Processes { // the application's are listed as not registered here
-			if p.Registered {
-				t.Errorf("serve registered process %s on the application's database", p.Name)
-			}
-		}
-		var page struct {
-			Runs []struct{ Process string } `json:"runs"`
-		}
-		if err := getJSON(base+"/api/runs?limit=100", token, &page); err != nil || len(page.Runs) != n {
-			t.Errorf("serve lists %d runs (%v), want the application's %d", len(page.Runs), err, n)
-		}
-		time.Sleep(time.Second) // the engine's first background passes, a demo's first events
-		if err := srv.stop(t, syscall.SIGTERM); err != nil {
-			t.Errorf("serve exited with %v: %s", err, srv.out.text())
-		}
-		out := srv.out.text()
-		for _, want := range []string{"(existing, 10 runs)", "engine       not started", "demo         off: the database holds 10 runs of processes the demo does not have",
-			"retention    off: the database holds other processes' runs", "tls          off", "replication  off"} {
-			if !strings.Contains(out, want) {
-				t.Errorf("serve's first lines lack %q:\n%s", want, out)
-			}
-		}
+		checkServeOnApplication(t, srv, base, token)
 	}
 	if _, err := os.Stat(recordPath(db)); err == nil {
 		t.Errorf("serve left its record %s after a clean stop", recordPath(db))
@@ -462,12 +417,7 @@ func TestOperatorToolsLeaveAnApplicationsDataAlone(t *testing.T) {
 	// 3. The application runs (holds the lock); a second server holds
 	// another database (the same application's data) on another port.
 	other := filepath.Join(dir, "other.db")
-	app2 := start(t, appCmd("fill", other))
-	if app2.out.wait(regexp.MustCompile(`^(ready)$`)) == "" {
-		t.Fatalf("the application did not get ready: %s", app2.out.text())
-	}
-	app2.stop(t, syscall.SIGKILL)
-	otherBefore := snapshot(t, other)
+	otherBefore := fillApplication(t, other)
 	osrv, obase := serveProc(t, env, "--db", other, "--addr", "127.0.0.1:0")
 	if obase == "" {
 		t.Errorf("the second server did not start: %s", osrv.out.text())
@@ -476,48 +426,12 @@ func TestOperatorToolsLeaveAnApplicationsDataAlone(t *testing.T) {
 	if hold.out.wait(regexp.MustCompile(`^(holding)$`)) == "" {
 		t.Fatalf("the application did not start: %s", hold.out.text())
 	}
-	for _, args := range [][]string{
-		{"runs", "list", "--db", db},
-		{"requeue", "--all", "--db", db},
-		{"emit", "webhook:received", `{}`, "--db", db},
-		{"retry", deferredRun(t, db), "--db", db},
-	} {
-		out, err := cli(t, env, args...)
-		if err == nil || !strings.Contains(out, fmt.Sprint("process ", hold.cmd.Process.Pid)) || !strings.Contains(out, "--server") {
-			t.Errorf("yella %s while the application holds the database: %v\n%s", strings.Join(args, " "), err, out)
-		}
-		if stale != nil && !strings.Contains(out, "stale") {
-			t.Errorf("yella %s does not call the record of the killed server stale:\n%s", strings.Join(args, " "), out)
-		}
-	}
-	if out, err := cli(t, env, "runs", "list", "--db", db, "--read-only", "--limit", "100"); err != nil || !strings.Contains(out, "10 runs of 10") {
-		t.Errorf("runs list --read-only while the application holds the database: %v\n%s", err, out)
-	}
-	if out, err := cli(t, env, "cancel", deferredRun(t, db), "--db", db, "--read-only"); err == nil || !strings.Contains(out, "READ_ONLY") {
-		t.Errorf("cancel --read-only: %v\n%s", err, out)
-	}
+	checkCLIWhileHeld(t, env, db, hold.cmd.Process.Pid, stale != nil)
 	ro, robase := serveProc(t, env, "--db", db, "--addr", "127.0.0.1:0", "--read-only")
 	if robase == "" {
 		t.Errorf("serve --read-only did not start while the application holds the database: %s", ro.out.text())
 	} else {
-		var page struct {
-			Runs []json.RawMessage `json:"runs"`
-		}
-		if err := getJSON(robase+"/api/runs?limit=100", token, &page); err != nil || len(page.Runs) != n {
-			t.Errorf("serve --read-only lists %d runs (%v)", len(page.Runs), err)
-		}
-		for _, path := range []string{"/api/emit", "/api/dead-letters/requeue", "/api/runs/" + deferredRun(t, db) + "/resume"} {
-			code, body := post(robase+path, token, `{"event":"order:placed"}`)
-			if code != http.StatusForbidden || !strings.Contains(body, "READ_ONLY") {
-				t.Errorf("POST %s on serve --read-only: %d %s", path, code, body)
-			}
-		}
-		if err := ro.stop(t, syscall.SIGTERM); err != nil {
-			t.Errorf("serve --read-only exited with %v: %s", err, ro.out.text())
-		}
-		if out := ro.out.text(); !strings.Contains(out, "none (--read-only)") {
-			t.Errorf("serve --read-only does not say so:\n%s", out)
-		}
+		checkServeReadOnly(t, ro, robase, token, db)
 	}
 	if obase != "" {
 		// The CLI finds the second server through its record, checks it, and
@@ -535,6 +449,124 @@ func TestOperatorToolsLeaveAnApplicationsDataAlone(t *testing.T) {
 	}
 	if got := stale.got(); len(got) > 0 {
 		t.Errorf("the listener on the killed server's port received requests:\n%s", strings.Join(got, "\n"))
+	}
+}
+
+// appRuns is how many runs the application's fill mode leaves.
+const appRuns = 10
+
+// fillApplication runs the application on db until it has left its runs
+// in every state, kills it with SIGKILL mid-effect, and returns the
+// database's rows.
+func fillApplication(t *testing.T, db string) []string {
+	t.Helper()
+	app := start(t, appCmd("fill", db))
+	if app.out.wait(regexp.MustCompile(`^(ready)$`)) == "" {
+		t.Fatalf("the application did not get ready: %s", app.out.text())
+	}
+	app.stop(t, syscall.SIGKILL)
+	before := snapshot(t, db)
+	n := 0
+	for _, r := range before {
+		if strings.HasPrefix(r, "runs ") {
+			n++
+		}
+	}
+	if n != appRuns {
+		t.Fatalf("the application left %d runs, want %d", n, appRuns)
+	}
+	return before
+}
+
+// checkServeOnApplication: serve at base, on the application's database,
+// registers none of its processes, lists its runs, and says in its first
+// lines that it runs no engine, no demo and no retention.
+func checkServeOnApplication(t *testing.T, srv *child, base, token string) {
+	t.Helper()
+	var procs struct {
+		Processes []struct {
+			Name       string
+			Registered bool
+		} `json:"processes"`
+	}
+	err := getJSON(base+"/api/processes", token, &procs)
+	if err != nil {
+		t.Errorf("processes: %v", err)
+	}
+	for _, p := range procs.Processes { // the application's are listed as not registered here
+		if p.Registered {
+			t.Errorf("serve registered process %s on the application's database", p.Name)
+		}
+	}
+	var page struct {
+		Runs []struct{ Process string } `json:"runs"`
+	}
+	if err := getJSON(base+"/api/runs?limit=100", token, &page); err != nil || len(page.Runs) != appRuns {
+		t.Errorf("serve lists %d runs (%v), want the application's %d", len(page.Runs), err, appRuns)
+	}
+	time.Sleep(time.Second) // the engine's first background passes, a demo's first events
+	if err := srv.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("serve exited with %v: %s", err, srv.out.text())
+	}
+	out := srv.out.text()
+	for _, want := range []string{"(existing, 10 runs)", "engine       not started", "demo         off: the database holds 10 runs of processes the demo does not have",
+		"retention    off: the database holds other processes' runs", "tls          off", "replication  off"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("serve's first lines lack %q:\n%s", want, out)
+		}
+	}
+}
+
+// checkCLIWhileHeld: while the application (process pid) holds db, the
+// CLI refuses to act on it, naming the process and --server (and calling
+// a dead server's record stale), reads it with --read-only and refuses a
+// change even then.
+func checkCLIWhileHeld(t *testing.T, env []string, db string, pid int, staleRecord bool) {
+	t.Helper()
+	for _, args := range [][]string{
+		{"runs", "list", "--db", db},
+		{"requeue", "--all", "--db", db},
+		{"emit", "webhook:received", `{}`, "--db", db},
+		{"retry", deferredRun(t, db), "--db", db},
+	} {
+		out, err := cli(t, env, args...)
+		if err == nil || !strings.Contains(out, fmt.Sprint("process ", pid)) || !strings.Contains(out, "--server") {
+			t.Errorf("yella %s while the application holds the database: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		if staleRecord && !strings.Contains(out, "stale") {
+			t.Errorf("yella %s does not call the record of the killed server stale:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	if out, err := cli(t, env, "runs", "list", "--db", db, "--read-only", "--limit", "100"); err != nil || !strings.Contains(out, "10 runs of 10") {
+		t.Errorf("runs list --read-only while the application holds the database: %v\n%s", err, out)
+	}
+	if out, err := cli(t, env, "cancel", deferredRun(t, db), "--db", db, "--read-only"); err == nil || !strings.Contains(out, "READ_ONLY") {
+		t.Errorf("cancel --read-only: %v\n%s", err, out)
+	}
+}
+
+// checkServeReadOnly: serve --read-only at base, while the application
+// holds db, lists its runs, refuses every change and says it runs no
+// engine.
+func checkServeReadOnly(t *testing.T, ro *child, base, token, db string) {
+	t.Helper()
+	var page struct {
+		Runs []json.RawMessage `json:"runs"`
+	}
+	if err := getJSON(base+"/api/runs?limit=100", token, &page); err != nil || len(page.Runs) != appRuns {
+		t.Errorf("serve --read-only lists %d runs (%v)", len(page.Runs), err)
+	}
+	for _, path := range []string{"/api/emit", "/api/dead-letters/requeue", "/api/runs/" + deferredRun(t, db) + "/resume"} {
+		code, body := post(base+path, token, `{"event":"order:placed"}`)
+		if code != http.StatusForbidden || !strings.Contains(body, "READ_ONLY") {
+			t.Errorf("POST %s on serve --read-only: %d %s", path, code, body)
+		}
+	}
+	if err := ro.stop(t, syscall.SIGTERM); err != nil {
+		t.Errorf("serve --read-only exited with %v: %s", err, ro.out.text())
+	}
+	if out := ro.out.text(); !strings.Contains(out, "none (--read-only)") {
+		t.Errorf("serve --read-only does not say so:\n%s", out)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella/httpapi"
-	"github.com/yella-go/yella/internal/httpguard"
+	"github.com/yella-go/yella/httpguard"
 	"github.com/yella-go/yella/replicate"
 )
 

@@ -24,7 +24,7 @@ import (
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/dashboard"
 	"github.com/yella-go/yella/httpapi"
-	"github.com/yella-go/yella/internal/httpguard"
+	"github.com/yella-go/yella/httpguard"
 	"github.com/yella-go/yella/prommetrics"
 	"github.com/yella-go/yella/replicate"
 	"github.com/yella-go/yella/store"
@@ -137,7 +137,7 @@ func (s *server) handler() (http.Handler, error) {
 		},
 		Gatherers: []prometheus.Gatherer{prometheus.DefaultGatherer},
 	}
-	dopts := dashboard.Options{Logger: s.log}
+	dopts := dashboard.Options{Logger: s.log, ReadTimeout: c.queryTimeout}
 	if rep != nil {
 		aopts.Replication = func() httpapi.ReplicationState {
 			st := rep.Status()

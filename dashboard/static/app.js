@@ -3,7 +3,7 @@
 // (Server-Sent Events at <body data-events>). An element marked
 // data-fragment="name" is refetched from the same URL with ?fragment=name
 // and swapped in place when an event concerns it:
-//   data-watch-types="run: effect:error"  event types starting with these
+//   data-watch-types="run: effect:failed"  event types starting with these
 //   data-watch-chain="<correlation id>"   events of that chain
 //   data-watch-runs="<id> <id>"           events of those runs
 //   data-min-interval="5000"              at most one refresh per 5 s
@@ -12,9 +12,10 @@
 (() => {
   'use strict';
 
-  const TYPES = ['run:admitted', 'run:start', 'run:complete', 'run:error', 'run:retry', 'run:dead', 'run:fenced',
-    'run:resume', 'run:cancel', 'run:retry-manual', 'run:requeue', 'run:drop', 'run:depth-exceeded',
-    'effect:complete', 'effect:error', 'effect:replay', 'effect:resolved', 'lease:reclaim', 'internal:error'];
+  const TYPES = ['run:admitted', 'run:started', 'run:completed', 'run:failed', 'run:retry-scheduled', 'run:dead-lettered', 'run:fenced',
+    'run:resumed', 'run:cancelled', 'run:retried', 'run:requeued', 'run:dropped', 'run:depth-exceeded',
+    'effect:completed', 'effect:failed', 'effect:replayed', 'effect:resolved', 'lease:reclaimed', 'internal:error'];
+  const BASE = document.body.dataset.base || ''; // the path the dashboard is mounted under
   const MIN_INTERVAL = 1000; // ms between refreshes of one fragment
   const TICKER_MAX = 20;
 
@@ -183,7 +184,7 @@
   async function refreshCounts() {
     countsDirty = false;
     try {
-      const res = await fetch('/ui/counts.json', { credentials: 'same-origin', cache: 'no-store' });
+      const res = await fetch(BASE + '/ui/counts.json', { credentials: 'same-origin', cache: 'no-store' });
       if (!res.ok) return;
       const data = await res.json();
       document.querySelectorAll('[data-count]').forEach((el) => {
@@ -206,26 +207,26 @@
   let tickerTimer = null;
 
   const LABELS = {
-    'run:admitted': ['admitted', 'idle'], 'run:retry': ['retry scheduled', 'idle'], 'run:dead': ['dead letter', 'dead-letter'],
-    'run:fenced': ['fenced', 'fenced'], 'run:resume': ['resumed', 'deferred'], 'run:cancel': ['cancelled', 'cancelled'],
-    'run:retry-manual': ['retried', 'idle'], 'run:requeue': ['requeued', 'idle'], 'run:drop': ['dropped', 'fenced'],
-    'run:depth-exceeded': ['too deep', 'errored'], 'effect:complete': ['effect done', 'completed'],
-    'effect:error': ['effect failed', 'errored'], 'effect:replay': ['effect replayed', 'deferred'],
-    'effect:resolved': ['effect resolved', 'completed'], 'lease:reclaim': ['reclaimed', 'fenced'],
+    'run:admitted': ['admitted', 'idle'], 'run:retry-scheduled': ['retry scheduled', 'idle'], 'run:dead-lettered': ['dead letter', 'dead-letter'],
+    'run:fenced': ['fenced', 'fenced'], 'run:resumed': ['resumed', 'deferred'], 'run:cancelled': ['cancelled', 'cancelled'],
+    'run:retried': ['retried', 'idle'], 'run:requeued': ['requeued', 'idle'], 'run:dropped': ['dropped', 'fenced'],
+    'run:depth-exceeded': ['too deep', 'errored'], 'effect:completed': ['effect done', 'completed'],
+    'effect:failed': ['effect failed', 'errored'], 'effect:replayed': ['effect replayed', 'deferred'],
+    'effect:resolved': ['effect resolved', 'completed'], 'lease:reclaimed': ['reclaimed', 'fenced'],
     'internal:error': ['internal error', 'errored'],
   };
 
   function label(ev) {
-    if (ev.type === 'run:complete') return [ev.status === 'deferred' ? 'deferred' : 'completed', ev.status || 'completed'];
-    if (ev.type === 'run:error') return ['errored', 'errored'];
+    if (ev.type === 'run:completed') return [ev.status === 'deferred' ? 'deferred' : 'completed', ev.status || 'completed'];
+    if (ev.type === 'run:failed') return ['errored', 'errored'];
     return LABELS[ev.type];
   }
 
   function tick(ev) {
-    if (!ticker || ev.type === 'run:start') return; // starts are too many to read
+    if (!ticker || ev.type === 'run:started') return; // starts are too many to read
     if (ev.type === 'run:admitted' && ev.parentId) return; // follow-ups: their parent's completion says it
-    // run:dead and run:fenced are followed by run:error for the same run.
-    if (ev.type === 'run:error' && (ev.status === 'dead-letter' || ev.status === 'fenced')) return;
+    // run:dead-lettered and run:fenced are followed by run:failed for the same run.
+    if (ev.type === 'run:failed' && (ev.status === 'dead-letter' || ev.status === 'fenced')) return;
     if (!label(ev)) return;
     queue.push(ev);
     if (queue.length > TICKER_MAX) queue.splice(0, queue.length - TICKER_MAX);
@@ -266,7 +267,7 @@
     const who = ev.process || ev.event || ev.type;
     if (ev.runId) {
       const a = el('a', '', who);
-      a.href = '/runs/' + encodeURIComponent(ev.runId);
+      a.href = BASE + '/runs/' + encodeURIComponent(ev.runId);
       li.append(a);
     } else {
       li.append(el('span', '', who));
@@ -294,7 +295,7 @@
     document.querySelectorAll('[data-fragment]').forEach((f) => {
       if (relevant(f, ev)) pending.add(f.dataset.fragment);
     });
-    if (ev.type.startsWith('run:') || ev.type === 'lease:reclaim') countsDirty = true;
+    if (ev.type.startsWith('run:') || ev.type === 'lease:reclaimed') countsDirty = true;
     if (pending.size || countsDirty) schedule();
   }
 

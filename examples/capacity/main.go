@@ -3,8 +3,9 @@
 // memory with 10,000 in-flight handlers, and recovery after kill -9 with a
 // 100,000-run backlog. Each measurement runs in a fresh child process, so
 // its memory and I/O counters are its own; the table shows the median of
-// -reps repetitions beside the original engine's figures measured on the
-// same kind of machine (../shared/reference/seed-baseline.md).
+// -reps repetitions beside the TypeScript engine's figures
+// (@yellatech/engine 0.14.5, the median of 3 repetitions on a quiet machine
+// of the same kind, measured on 2026-11-30; "—" where it has none).
 //
 //	go run ./examples/capacity              # everything, 3 reps
 //	go run ./examples/capacity -only noop-backlog,emit-seq -reps 5
@@ -41,7 +42,8 @@ type result struct {
 	Note        string  `json:"note,omitempty"`
 }
 
-// measurement describes one figure and the original engine's value for it.
+// measurement describes one figure and, in seed, the TypeScript engine's
+// value for it.
 type measurement struct {
 	name, what, unit string
 	seed             string
@@ -51,7 +53,7 @@ type measurement struct {
 var measurements = []measurement{
 	{"noop-backlog", "no-op runs, 20,000 admitted then drained, c50, SQLite", "runs/s", "—", noopBacklog},
 	{"noop-live", "no-op runs, 8 concurrent emitters, first emit → drained, c50, SQLite", "runs/s", "—", noopLive},
-	{"noop-seq", "no-op runs, one sequential emitter (the seed's method), c50, SQLite", "runs/s", "3,488", noopSeq},
+	{"noop-seq", "no-op runs, one sequential emitter (the TypeScript engine's method), c50, SQLite", "runs/s", "3,488", noopSeq},
 	{"effect-backlog", "one effect per run, 20,000 admitted then drained, c50, SQLite", "runs/s", "—", effectBacklog},
 	{"effect-live", "one effect per run, 8 concurrent emitters, c50, SQLite", "runs/s", "—", effectLive},
 	{"effect-seq", "one effect per run, one sequential emitter, c50, SQLite", "runs/s", "2,899", effectSeq},
@@ -128,7 +130,7 @@ func main() {
 		all = append(all, rs...)
 		rows = append(rows, row{m, median(rs)})
 	}
-	fmt.Printf("\n%-15s | %-46s | %-26s | %s\n", "measurement", "Yella for Go (median)", "original (seed-baseline.md)", "what")
+	fmt.Printf("\n%-15s | %-46s | %-26s | %s\n", "measurement", "Yella for Go (median)", "TypeScript engine", "what")
 	fmt.Println(strings.Repeat("-", 150))
 	for _, r := range rows {
 		fmt.Printf("%-15s | %-46s | %-26s | %s\n", r.m.name, brief(r.m, r.med), r.m.seed, r.m.what)

@@ -78,7 +78,7 @@ func run(args []string, out io.Writer) error {
 	start := time.Now()
 	eng.Subscribe(func(ev yella.Event) {
 		switch ev.Type {
-		case yella.RunStart, yella.RunComplete, yella.RunError, yella.RunRetry, yella.LeaseReclaim, yella.EffectReplay, yella.RunFenced:
+		case yella.RunStarted, yella.RunCompleted, yella.RunFailed, yella.RunRetryScheduled, yella.LeaseReclaimed, yella.EffectReplayed, yella.RunFenced:
 			detail := ev.Error
 			if ev.EffectKey != "" {
 				detail = ev.EffectKey

@@ -42,7 +42,7 @@ func TestQuickstartResumesAfterKill(t *testing.T) {
 	completed := 0
 	sc := bufio.NewScanner(out)
 	for sc.Scan() && completed < 4 {
-		if strings.Contains(sc.Text(), "run:complete") {
+		if strings.Contains(sc.Text(), "run:completed") {
 			completed++
 		}
 	}

@@ -14,9 +14,9 @@ import (
 const RelativeAccuracy = 0.01
 
 // Sketch is a mergeable duration histogram in milliseconds with exact count,
-// sum, min and max, and quantiles within RelativeAccuracy. It replaces the
-// original engine's nine fixed buckets, whose "percentiles" were bucket
-// bounds.
+// sum, min and max, and quantiles within RelativeAccuracy: a handful of
+// fixed buckets would report a bucket's bound as a percentile, off by up
+// to the bucket's width (1 s to 2.5 s, say).
 type Sketch struct {
 	s *ddsketch.DDSketchWithExactSummaryStatistics
 }

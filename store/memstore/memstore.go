@@ -331,15 +331,26 @@ func (s *Store) SetContext(ctx context.Context, runID string, epoch int64, c jso
 		return err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.runs[runID]
-	if !ok {
-		return store.ErrNotFound
-	}
-	if r.Status != store.StatusRunning || r.Epoch != epoch {
-		return store.ErrFenced
+	r, err := s.liveRun(runID, epoch)
+	if err != nil {
+		return err
 	}
 	r.Context = cloneRaw(c)
 	return nil
+}
+
+// liveRun is runID's attempt with this epoch, the only one that may write
+// to it: ErrNotFound for an unknown run, ErrFenced once the run is no
+// longer running under that epoch. The caller holds s.mu.
+func (s *Store) liveRun(runID string, epoch int64) (*store.Run, error) {
+	r, ok := s.runs[runID]
+	if !ok {
+		return nil, store.ErrNotFound
+	}
+	if r.Status != store.StatusRunning || r.Epoch != epoch {
+		return nil, store.ErrFenced
+	}
+	return r, nil
 }
 
 // Heartbeat implements store.Store.
@@ -384,12 +395,8 @@ func (s *Store) StartEffect(ctx context.Context, runID string, epoch int64, key 
 		return err
 	}
 	defer s.mu.Unlock()
-	r, ok := s.runs[runID]
-	if !ok {
-		return store.ErrNotFound
-	}
-	if r.Status != store.StatusRunning || r.Epoch != epoch {
-		return store.ErrFenced
+	if _, err := s.liveRun(runID, epoch); err != nil {
+		return err
 	}
 	effs := s.effects[runID]
 	if effs == nil {

@@ -151,8 +151,8 @@ func TestEmitFailsWhenCommitFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Queue[store.StatusIdle] != 0 {
-		t.Errorf("queue counts %d idle after the failed commit, want 0", m.Queue[store.StatusIdle])
+	if m.Queue[yella.StatusIdle] != 0 {
+		t.Errorf("queue counts %d idle after the failed commit, want 0", m.Queue[yella.StatusIdle])
 	}
 	if n := admitted.Load(); n != 0 {
 		t.Errorf("%d run:admitted events for a failed admission, want 0", n)

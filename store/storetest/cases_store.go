@@ -9,8 +9,9 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-// storeCases: direct checks of the store contract's atomic operations.
-func storeCases() []Case {
+// storeEffectCases: the effect records: absent, started, completed,
+// failed, cleared, scoped to a run, restarted.
+func storeEffectCases() []Case {
 	return []Case{
 		Case{Name: "Store/Effect/UnknownIsAbsent", Spec: []int{11, 18}, Fn: func(h *H) {
 			r := h.Admit("p", "e", nil)
@@ -97,6 +98,13 @@ func storeCases() []Case {
 			err := h.St.FinishEffect(h.Ctx(), r.ID, r.Epoch, "k", store.EffectCompleted, json.RawMessage(`1`), "", t1)
 			expect(h, "stale finish fenced", errors.Is(err, store.ErrFenced), true)
 		}},
+	}
+}
+
+// storeEffectGuardCases: a completed effect is never started again, and
+// only the run's live epoch starts one.
+func storeEffectGuardCases() []Case {
+	return []Case{
 		Case{Name: "Store/Effect/CompletedNeverRestarted", Spec: []int{284}, Fn: func(h *H) {
 			r := h.Claim(h.Admit("p", "e", nil).ID, "o", time.Minute)
 			h.St.StartEffect(h.Ctx(), r.ID, r.Epoch, "k", h.Now())
@@ -113,7 +121,12 @@ func storeCases() []Case {
 			err = h.St.StartEffect(h.Ctx(), idle.ID, 0, "k", h.Now())
 			expect(h, "idle run fenced", errors.Is(err, store.ErrFenced), true)
 		}},
+	}
+}
 
+// storeAdmitCases: admission and the runs it creates.
+func storeAdmitCases() []Case {
+	return []Case{
 		Case{Name: "Store/Admit/IdleRunFields", Spec: []int{26, 67, 51, 99}, Fn: func(h *H) {
 			r := h.Admit("p", "ev", map[string]int{"a": 1})
 			expect(h, "status", r.Status, store.StatusIdle)
@@ -161,6 +174,13 @@ func storeCases() []Case {
 			_, err = h.St.Admit(h.Ctx(), store.Admission{Event: "next", Runs: []store.NewRun{{ID: newID(), Process: "q"}}, ParentID: newID(), CorrelationID: p.ID, Now: h.Now()})
 			expect(h, "unknown parent", errors.Is(err, store.ErrNotFound), true)
 		}},
+	}
+}
+
+// storeRunCases: runs returned as copies, transitions and the run's
+// context.
+func storeRunCases() []Case {
+	return []Case{
 		Case{Name: "Store/Run/DetachedCopies", Spec: []int{31, 46}, Fn: func(h *H) {
 			r := h.Admit("p", "ev", map[string]any{"n": map[string]int{"x": 1}})
 			r.Payload[2] = 'X'
@@ -211,6 +231,12 @@ func storeCases() []Case {
 			err = h.St.SetContext(h.Ctx(), r.ID, r.Epoch+1, json.RawMessage(`{}`))
 			expect(h, "stale epoch", errors.Is(err, store.ErrFenced), true)
 		}},
+	}
+}
+
+// storeLeaseCases: claims, leases, heartbeats and reclaims.
+func storeLeaseCases() []Case {
+	return []Case{
 		Case{Name: "Store/Claim/MarksRunning", Spec: []int{42, 81, 84, 52, 100, 44, 83}, Fn: func(h *H) {
 			var ids []string
 			for range 10 {
@@ -303,6 +329,13 @@ func storeCases() []Case {
 			expect(h, "epoch bumped", again.Epoch, r.Epoch+1)
 			expect(h, "attempts", again.Attempts, 2)
 		}},
+	}
+}
+
+// storeFenceCases: the epoch fence and the transitions the table allows or
+// refuses.
+func storeFenceCases() []Case {
+	return []Case{
 		Case{Name: "Store/Update/EpochFencesStaleOwner", Spec: []int{131, 132}, Fn: func(h *H) {
 			r := h.Claim(h.Admit("p", "ev", nil).ID, "a", time.Second)
 			h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Reclaim: true, Now: h.Now().Add(time.Hour), To: store.StatusIdle})
@@ -348,6 +381,12 @@ func storeCases() []Case {
 			expect(h, "errored→completed", errors.Is(err, store.ErrFenced), true)
 			expect(h, "unchanged", h.Run(failed.ID).Status, store.StatusErrored)
 		}},
+	}
+}
+
+// storeListCases: listings: filters, pagination and order.
+func storeListCases() []Case {
+	return []Case{
 		Case{Name: "Store/Runs/Filters", Spec: []int{47, 86, 48, 87, 50, 88}, Fn: func(h *H) {
 			a := h.Admit("a", "e1", nil)
 			h.Admit("b", "e2", nil)
@@ -404,6 +443,12 @@ func storeCases() []Case {
 			n, _ := h.St.CountRuns(h.Ctx(), store.RunFilter{Statuses: []store.Status{store.StatusCompleted}})
 			expect(h, "total", n, int64(5))
 		}},
+	}
+}
+
+// storeChainCases: chains and pruning them.
+func storeChainCases() []Case {
+	return []Case{
 		Case{Name: "Store/Chain/BreadthFirst", Spec: []int{63, 90, 64, 91}, Fn: func(h *H) {
 			root := h.Admit("p", "ev", nil)
 			kid := func(parent store.Run, depth int) store.Run {
@@ -475,6 +520,13 @@ func storeCases() []Case {
 			n, _ = h.St.Prune(h.Ctx(), store.PruneRequest{CompletedBefore: t0.Add(time.Second), Limit: 5})
 			expect(h, "rest", n, 2)
 		}},
+	}
+}
+
+// storeKeyCases: idempotency keys, payloads kept exactly, counts by status
+// and a run waiting for its children.
+func storeKeyCases() []Case {
+	return []Case{
 		Case{Name: "Store/Idempotency/PerProcessReservation", Spec: []int{96, 97, 98}, Fn: func(h *H) {
 			adm := func(key string, procs ...string) store.AdmitResult {
 				var nr []store.NewRun
@@ -497,7 +549,7 @@ func storeCases() []Case {
 			expect(h, "null keys 1", len(adm("", "a").Admitted), 1)
 			expect(h, "null keys 2", len(adm("", "a").Admitted), 1)
 		}},
-		Case{Name: "Store/Idempotency/DroppedDoesNotConsumeKey", Spec: []int{121}, Note: "fixes gap 9: a process dropped at its cap does not consume the key", Fn: func(h *H) {
+		Case{Name: "Store/Idempotency/DroppedDoesNotConsumeKey", Spec: []int{121}, Note: "changed: a run dropped at its process's cap does not reserve the idempotency key for that process, so the event emitted again with the same key admits it once there is room (the processes that admitted it keep their runs)", Fn: func(h *H) {
 			blocker := h.Admit("capped", "other", nil)
 			_ = blocker
 			res, _ := h.St.Admit(h.Ctx(), store.Admission{Event: "ev", IdempotencyKey: "k",
@@ -550,6 +602,13 @@ func storeCases() []Case {
 			chain, _ := h.St.Chain(h.Ctx(), r.ID)
 			expect(h, "no child", len(chain), 1)
 		}},
+	}
+}
+
+// storeRollupCases: observability rollups, pending work, large payloads and
+// what survives a reopen.
+func storeRollupCases() []Case {
+	return []Case{
 		Case{Name: "Store/Observability/RollupsAndErrors", Fn: func(h *H) {
 			b := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 			err := h.St.AddRollups(h.Ctx(), []store.Rollup{{Bucket: b, Process: "p", Counts: map[string]int64{"x": 2}, Hists: map[string][][]byte{"h": {{1, 2}}}}})

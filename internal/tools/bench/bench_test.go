@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 func TestCatalogue(t *testing.T) {
 	cat := Catalogue()
 	if len(cat) != 17 {
-		t.Fatalf("%d scenarios, want the original's 14 plus 3 capacity", len(cat))
+		t.Fatalf("%d scenarios, want the published page's 14 plus 3 capacity", len(cat))
 	}
 	groups := map[string]int{"public": 6, "recovery": 2, "soak": 2, "capacity": 3, "all": 17}
 	for g, n := range groups {
@@ -49,7 +49,7 @@ func TestCatalogue(t *testing.T) {
 			t.Errorf("list lacks %s", s.ID)
 		}
 	}
-	// The original's workload rates and retry policies.
+	// The published workload's rates and durations.
 	c50, _ := Select("api-mixed__fleet-c50")
 	if p := c50[0].Phases; p[0].Rate != 3 || p[1].Rate != 10 || p[2].Rate != 20 || p[2].Dur != 120*time.Second {
 		t.Errorf("api-mixed c50 phases %+v", p)
@@ -116,5 +116,41 @@ func TestRunScenarioTiny(t *testing.T) {
 		if !strings.Contains(text, want) {
 			t.Errorf("text report lacks %q", want)
 		}
+	}
+}
+
+// The runner's restart path, end to end on SQLite: each scheduled kill
+// SIGKILLs the child, a new child resumes on the same database after the
+// last acknowledged seed, and the report counts every restart with its
+// recovery figures.
+func TestRunScenarioRestarts(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills and restarts child processes for about 15 s")
+	}
+	scn := Scenario{ID: "restarts", Label: "Restarts", Family: "api-mixed", Kind: "recovery", Visibility: "internal",
+		Concurrency: 20, Retry: RetrySpec{Max: 2, Base: 100 * time.Millisecond},
+		Phases: []Phase{{Label: "load", Rate: 20, Dur: 12 * time.Second}, {Label: "cool-down", Dur: 2 * time.Second}}}
+	kills := []time.Duration{4 * time.Second, 9 * time.Second}
+	r, err := RunScenario(context.Background(), scn, Options{Scale: 1, Store: "sqlite", DBDir: t.TempDir(), Kills: kills, Machine: MachineInfo()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Totals.Restarts != len(kills) || r.Recovery == nil || len(r.Recovery.Kills) != len(kills) {
+		t.Fatalf("%d restarts, recovery %+v; want %d", r.Totals.Restarts, r.Recovery, len(kills))
+	}
+	if r.Recovery.KilledAtS < kills[0].Seconds() || r.Recovery.Kills[1].AtS < kills[1].Seconds() {
+		t.Errorf("kills at %+v, scheduled at %v", r.Recovery.Kills, kills)
+	}
+	restarts := 0
+	for _, s := range r.Samples {
+		if s.Restart {
+			restarts++
+		}
+	}
+	if restarts > len(kills) {
+		t.Errorf("%d samples marked as the first after a restart, want at most %d", restarts, len(kills))
+	}
+	if r.Totals.SeedAdmitted == 0 || r.Totals.RunsCompleted == 0 {
+		t.Errorf("totals %+v", r.Totals)
 	}
 }

@@ -100,8 +100,8 @@ type Options struct {
 	Binary string
 	// Progress, if set, receives a live progress line per sample.
 	Progress io.Writer
-	// Minimum phase and restart times when scaling (defaults: the
-	// original's 10 s, 5 s and 5 s).
+	// Minimum phase and restart times when scaling (defaults:
+	// MinLoadedPhase, MinIdlePhase and MinRestart).
 	MinLoaded, MinIdle, MinRestart time.Duration
 	// Verify checks the database after a recovery scenario (lost and
 	// doubled runs, fenced and re-run effects, integrity).
@@ -159,23 +159,11 @@ func spawn(bin string, spec ChildSpec) (*child, error) {
 // killing and restarting the engine where s says so, and returns the
 // report.
 func RunScenario(ctx context.Context, s Scenario, opts Options) (*report.Report, error) {
-	if opts.Scale <= 0 {
-		return nil, errors.New("scale must be positive")
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	if opts.Store == "" {
-		opts.Store = "sqlite"
-	}
-	if opts.Store != "sqlite" && opts.Store != "memory" {
-		return nil, fmt.Errorf("unknown store %q (sqlite or memory)", opts.Store)
-	}
-	if opts.Binary == "" {
-		opts.Binary = os.Args[0]
-	}
-	minL, minI, minR := opts.MinLoaded, opts.MinIdle, opts.MinRestart
-	if minL == 0 {
-		minL, minI, minR = MinLoadedPhase, MinIdlePhase, MinRestart
-	}
-	scn := s.Scaled(opts.Scale, minL, minI, minR)
+	scn := s.Scaled(opts.Scale, opts.MinLoaded, opts.MinIdle, opts.MinRestart)
 	dir := opts.DBDir
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "yella-bench-")
@@ -188,6 +176,62 @@ func RunScenario(ctx context.Context, s Scenario, opts Options) (*report.Report,
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
+	sr := newScenarioRun(scn, opts, dir)
+	for generation := 0; ; generation++ {
+		killed, err := sr.generation(ctx, generation)
+		if err != nil {
+			return nil, err
+		}
+		if !killed {
+			break
+		}
+		if err := sr.restart(); err != nil {
+			return nil, err
+		}
+	}
+	return sr.finish()
+}
+
+// withDefaults checks opts and fills in the defaults: the SQLite store,
+// this executable as the child, the package's minimum phase and restart
+// times.
+func (opts Options) withDefaults() (Options, error) {
+	if opts.Scale <= 0 {
+		return opts, errors.New("scale must be positive")
+	}
+	if opts.Store == "" {
+		opts.Store = "sqlite"
+	}
+	if opts.Store != "sqlite" && opts.Store != "memory" {
+		return opts, fmt.Errorf("unknown store %q (sqlite or memory)", opts.Store)
+	}
+	if opts.Binary == "" {
+		opts.Binary = os.Args[0]
+	}
+	if opts.MinLoaded == 0 {
+		opts.MinLoaded, opts.MinIdle, opts.MinRestart = MinLoadedPhase, MinIdlePhase, MinRestart
+	}
+	return opts, nil
+}
+
+// scenarioRun is one RunScenario: what the next child runs, the kills
+// still to come, and the report and counters gathered so far.
+type scenarioRun struct {
+	scn   Scenario
+	opts  Options
+	spec  ChildSpec       // the next child's part
+	kills []time.Duration // offsets from start; nil when nothing is killed
+	start time.Time       // scenario time zero
+	r     *report.Report
+	all   []Counters // each child's last counters
+	final *Counters  // the last child's final counters
+}
+
+// newScenarioRun lays out the scenario's files in dir (removing any left
+// by an earlier run) and decides its kills: a restart needs a durable
+// store, so on the in-memory store a kill is skipped and the report says
+// so.
+func newScenarioRun(scn Scenario, opts Options, dir string) *scenarioRun {
 	base := filepath.Join(dir, strings.ReplaceAll(scn.ID, "__", "-"))
 	spec := ChildSpec{Scenario: scn, Store: opts.Store, DB: base + ".db", Witness: base + ".witness", Ledger: base + ".ledger", Acks: base + ".acks"}
 	for _, suffix := range []string{".db", ".db-wal", ".db-shm", ".db.lock", ".witness", ".ledger", ".acks"} {
@@ -202,87 +246,105 @@ func RunScenario(ctx context.Context, s Scenario, opts Options) (*report.Report,
 	if len(kills) > 0 && !restart {
 		r.Notes = append(r.Notes, "the in-memory store keeps nothing across a restart: the kill was skipped")
 	}
-	start := time.Now()
-	var all []Counters
-	var final *Counters
 	if !restart {
 		kills = nil
 	}
-	for generation := 0; ; generation++ {
-		c, err := spawn(opts.Binary, spec)
-		if err != nil {
-			return nil, err
-		}
-		var timer <-chan time.Time
-		if generation < len(kills) {
-			timer = time.After(time.Until(start.Add(kills[generation])))
-		}
-		var last *Counters
-		killed, firstRun, firstSample := false, time.Duration(0), true
-	read:
-		for {
-			select {
-			case l, ok := <-c.lines:
-				if !ok {
-					break read
-				}
-				switch {
-				case l.Error != "":
-					c.cmd.Process.Kill()
-					return nil, fmt.Errorf("%s: child: %s", scn.ID, l.Error)
-				case l.FirstRun:
-					firstRun = l.at.Sub(c.started)
-				case l.Final:
-					final = l.Counters
-				}
-				if l.Sample != nil {
-					l.Sample.Restart = generation > 0 && firstSample
-					firstSample = false
-					r.Samples = append(r.Samples, *l.Sample)
-					progress(opts.Progress, scn, *l.Sample)
-				}
-				if l.Counters != nil {
-					last = l.Counters
-				}
-			case <-timer:
-				c.cmd.Process.Signal(syscall.SIGKILL)
-				killed = true
-				timer = nil
-			case <-ctx.Done():
-				c.cmd.Process.Kill()
-				c.cmd.Wait()
-				return nil, ctx.Err()
-			}
-		}
-		werr := c.cmd.Wait()
-		if last != nil {
-			all = append(all, *last)
-		}
-		if generation > 0 && r.Recovery != nil {
-			k := &r.Recovery.Kills[len(r.Recovery.Kills)-1]
-			k.FirstRunMs = float64(firstRun) / float64(time.Millisecond)
-			r.Recovery.FirstRunMs = max(r.Recovery.FirstRunMs, k.FirstRunMs)
-		}
-		if !killed {
-			if werr != nil {
-				return nil, fmt.Errorf("%s: child failed: %v\n%s", scn.ID, werr, c.errOut.String())
-			}
-			break
-		}
-		// Restart on the same database, continuing the timeline and the
-		// seeds after the last acknowledged one.
-		r.Totals.Restarts++
-		if r.Recovery == nil {
-			r.Recovery = &report.Recovery{KilledAtS: time.Since(start).Seconds()}
-		}
-		r.Recovery.Kills = append(r.Recovery.Kills, report.Kill{AtS: time.Since(start).Seconds()})
-		acked, err := maxLedger(spec.Ledger)
-		if err != nil {
-			return nil, err
-		}
-		spec.StartAt, spec.FirstSeed = time.Since(start), acked+1
+	return &scenarioRun{scn: scn, opts: opts, spec: spec, kills: kills, start: time.Now(), r: r}
+}
+
+// generation runs one child process until it ends, or until it is killed
+// at the generation's kill offset, and records its samples and counters.
+func (sr *scenarioRun) generation(ctx context.Context, generation int) (killed bool, err error) {
+	c, err := spawn(sr.opts.Binary, sr.spec)
+	if err != nil {
+		return false, err
 	}
-	if final == nil {
+	var timer <-chan time.Time
+	if generation < len(sr.kills) {
+		timer = time.After(time.Until(sr.start.Add(sr.kills[generation])))
+	}
+	last, killed, firstRun, err := sr.read(ctx, c, generation, timer)
+	if err != nil {
+		return false, err
+	}
+	werr := c.cmd.Wait()
+	if last != nil {
+		sr.all = append(sr.all, *last)
+	}
+	if rec := sr.r.Recovery; generation > 0 && rec != nil {
+		k := &rec.Kills[len(rec.Kills)-1]
+		k.FirstRunMs = float64(firstRun) / float64(time.Millisecond)
+		rec.FirstRunMs = max(rec.FirstRunMs, k.FirstRunMs)
+	}
+	if !killed && werr != nil {
+		return false, fmt.Errorf("%s: child failed: %v\n%s", sr.scn.ID, werr, c.errOut.String())
+	}
+	return killed, nil
+}
+
+// read reads child c's progress lines until its output ends, sending it
+// SIGKILL when timer fires; it returns the child's last counters, whether
+// it was killed, and when its first run started after the process did.
+func (sr *scenarioRun) read(ctx context.Context, c *child, generation int, timer <-chan time.Time) (last *Counters, killed bool, firstRun time.Duration, err error) {
+	firstSample := true
+	for {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				return last, killed, firstRun, nil
+			}
+			switch {
+			case l.Error != "":
+				c.cmd.Process.Kill()
+				return nil, false, 0, fmt.Errorf("%s: child: %s", sr.scn.ID, l.Error)
+			case l.FirstRun:
+				firstRun = l.at.Sub(c.started)
+			case l.Final:
+				sr.final = l.Counters
+			}
+			if l.Sample != nil {
+				l.Sample.Restart = generation > 0 && firstSample
+				firstSample = false
+				sr.r.Samples = append(sr.r.Samples, *l.Sample)
+				progress(sr.opts.Progress, sr.scn, *l.Sample)
+			}
+			if l.Counters != nil {
+				last = l.Counters
+			}
+		case <-timer:
+			c.cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
+			timer = nil
+		case <-ctx.Done():
+			c.cmd.Process.Kill()
+			c.cmd.Wait()
+			return nil, false, 0, ctx.Err()
+		}
+	}
+}
+
+// restart records a kill and points the next child at the same database,
+// continuing the timeline and the seeds after the last acknowledged one.
+func (sr *scenarioRun) restart() error {
+	r, start := sr.r, sr.start
+	r.Totals.Restarts++
+	if r.Recovery == nil {
+		r.Recovery = &report.Recovery{KilledAtS: time.Since(start).Seconds()}
+	}
+	r.Recovery.Kills = append(r.Recovery.Kills, report.Kill{AtS: time.Since(start).Seconds()})
+	acked, err := maxLedger(sr.spec.Ledger)
+	if err != nil {
+		return err
+	}
+	sr.spec.StartAt, sr.spec.FirstSeed = time.Since(start), acked+1
+	return nil
+}
+
+// finish completes the report from the children's counters and the
+// ledger, and, after a recovery, from opts.Verify's check of the database.
+func (sr *scenarioRun) finish() (*report.Report, error) {
+	r, scn, spec := sr.r, sr.scn, sr.spec
+	if sr.final == nil {
 		return nil, errNoFinal
 	}
 	r.FinishedAt = time.Now().UTC()
@@ -290,9 +352,9 @@ func RunScenario(ctx context.Context, s Scenario, opts Options) (*report.Report,
 	if err != nil {
 		return nil, err
 	}
-	summarize(r, scn, all, ledger, *final, time.Since(start))
-	if r.Recovery != nil && opts.Verify != nil {
-		rec, err := opts.Verify(spec.DB, spec.Acks, spec.Witness)
+	summarize(r, scn, sr.all, ledger, *sr.final, time.Since(sr.start))
+	if r.Recovery != nil && sr.opts.Verify != nil {
+		rec, err := sr.opts.Verify(spec.DB, spec.Acks, spec.Witness)
 		if err != nil {
 			return nil, fmt.Errorf("%s: verify: %w", scn.ID, err)
 		}
@@ -360,7 +422,7 @@ func reportScenario(s Scenario) report.Scenario {
 		out.ScraperCap = s.Scraper.Cap
 	}
 	if d := s.RetentionOrDefault(); d > 0 {
-		out.Notes = append(out.Notes, fmt.Sprintf("retention %s (the original ran without retention)", d))
+		out.Notes = append(out.Notes, fmt.Sprintf("retention %s (the TypeScript engine's published runs kept every run)", d))
 	}
 	for _, p := range s.Phases {
 		ps := report.PhaseSpec{Label: p.Label, Rate: p.Rate, Seconds: p.Dur.Seconds(), Mode: string(p.Mode), Nominal: p.Rate * p.Dur.Seconds()}

@@ -107,32 +107,32 @@ func (t *tally) event(ev yella.Event) {
 		t.window[len(t.window)-1].AddMs(ms)
 	}
 	switch ev.Type {
-	case yella.RunStart:
+	case yella.RunStarted:
 		t.first.Do(func() { close(t.firstRun) })
-	case yella.RunComplete:
+	case yella.RunCompleted:
 		t.c.Completed++
 		t.completed.Add(1)
 		observe()
-	case yella.RunError:
+	case yella.RunFailed:
 		t.c.Errored++
 		t.errored.Add(1)
 		observe()
-	case yella.RunRetry:
+	case yella.RunRetryScheduled:
 		t.c.Retries++
 		if ev.Duration > 0 {
 			observe()
 		}
-	case yella.RunDead:
+	case yella.RunDeadLettered:
 		t.c.Dead++
 	case yella.RunFenced:
 		t.c.Fenced++
-	case yella.LeaseReclaim:
+	case yella.LeaseReclaimed:
 		t.c.Reclaims++
-	case yella.EffectComplete:
+	case yella.EffectCompleted:
 		t.c.EffCompleted++
-	case yella.EffectError:
+	case yella.EffectFailed:
 		t.c.EffErrored++
-	case yella.EffectReplay:
+	case yella.EffectReplayed:
 		t.c.EffReplayed++
 	case yella.InternalError:
 		t.c.InternalErrors++
@@ -143,7 +143,9 @@ func (t *tally) event(ev yella.Event) {
 }
 
 // emitted counts one emission and returns its outcome: admitted, dropped
-// or error (an error also counts as a drop, as in the original harness).
+// or error. An error also counts as a drop: the seed was not admitted, and
+// the report's admission figures (attempted = admitted + dropped) stay
+// whole.
 func (t *tally) emitted(event, phase string, em yella.Emission, err error) string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -198,174 +200,253 @@ func (t *tally) snapshot(roll bool) (Counters, float64) {
 // their rates (paced to absolute deadlines, so the achieved rate does not
 // drift below the nominal one), drains, and streams a sample every 2 s.
 func Run(ctx context.Context, cfg RunConfig) error {
-	scn := cfg.Scenario
-	t := newTally()
-	out := json.NewEncoder(cfg.Out)
-	var outMu sync.Mutex
-	send := func(l Line) {
-		outMu.Lock()
-		out.Encode(l)
-		outMu.Unlock()
-	}
-	ecfg := yella.Config{Store: cfg.Store, Concurrency: scn.Concurrency, Retention: scn.RetentionOrDefault()}
-	eng, err := yella.New(ecfg)
+	r, err := startRun(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	wl := NewWorkload(scn, cfg.Witness)
-	if err := wl.Register(eng); err != nil {
+	stopSampling, sampling := r.startSampling(ctx)
+	if err := r.emitPhases(ctx); err != nil {
 		return err
 	}
-	eng.Subscribe(t.event)
-	if err := eng.Start(ctx); err != nil {
+	r.phase.Store("draining")
+	r.offered.Store(0.0)
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	derr := r.eng.Drain(dctx)
+	cancel()
+	close(stopSampling)
+	sampling.Wait()
+	r.sample(ctx)
+	if err := r.sendFinal(ctx); err != nil {
 		return err
+	}
+	if err := r.eng.Stop(ctx); err != nil {
+		return err
+	}
+	if derr != nil {
+		return fmt.Errorf("drain: %w", derr)
+	}
+	return nil
+}
+
+// runner is one Run: the engine with its workload, the counts, the
+// progress stream and the emitter's position in the scenario.
+type runner struct {
+	cfg RunConfig
+	t   *tally
+	eng *yella.Engine
+	wl  *Workload
+
+	outMu sync.Mutex
+	out   *json.Encoder
+
+	start   time.Time    // scenario time zero
+	phase   atomic.Value // the current phase's label
+	offered atomic.Value // the current phase's nominal rate (float64)
+	// The capacity family emits from several goroutines: each seed number
+	// (its idempotency key) is taken once.
+	nextSeed atomic.Int64
+
+	// The previous sample's counts, for the rates of the next one; only
+	// the sampler touches them, and the final sample after it stopped.
+	lastCompleted, lastEmits int64
+	lastAt                   time.Time
+}
+
+// startRun builds the engine and the workload for cfg, starts the engine
+// and announces the first run to the parent when it starts.
+func startRun(ctx context.Context, cfg RunConfig) (*runner, error) {
+	scn := cfg.Scenario
+	r := &runner{cfg: cfg, t: newTally(), out: json.NewEncoder(cfg.Out)}
+	ecfg := yella.Config{Store: cfg.Store, Concurrency: scn.Concurrency, Retention: scn.RetentionOrDefault()}
+	if ecfg.Retention > 0 {
+		// Seeds are emitted with idempotency keys, which outlive their runs
+		// for Config.KeyRetention (7 days by default): a scenario with
+		// retention keeps them as long as its runs, so its database is
+		// bounded by the retention it states.
+		ecfg.KeyRetention = ecfg.Retention
+	}
+	eng, err := yella.New(ecfg)
+	if err != nil {
+		return nil, err
+	}
+	r.eng = eng
+	r.wl = NewWorkload(scn, cfg.Witness)
+	if err := r.wl.Register(eng); err != nil {
+		return nil, err
+	}
+	eng.Subscribe(r.t.event)
+	if err := eng.Start(ctx); err != nil {
+		return nil, err
 	}
 	go func() {
 		select {
-		case <-t.firstRun:
-			send(Line{FirstRun: true})
+		case <-r.t.firstRun:
+			r.send(Line{FirstRun: true})
 		case <-ctx.Done():
 		}
 	}()
-	start := time.Now().Add(-cfg.StartAt) // scenario time zero
-	var phase atomic.Value
-	phase.Store("")
-	var offered atomic.Value
-	offered.Store(0.0)
+	r.start = time.Now().Add(-cfg.StartAt)
+	r.phase.Store("")
+	r.offered.Store(0.0)
+	r.nextSeed.Store(cfg.FirstSeed)
+	r.lastAt = time.Now()
+	return r, nil
+}
 
-	// Sampler.
-	stopSampling := make(chan struct{})
-	var sampling sync.WaitGroup
-	sampling.Add(1)
-	var lastCompleted, lastEmits int64
-	lastAt := time.Now()
-	sample := func(restart bool) {
-		m, err := eng.Metrics(ctx)
-		if err != nil {
-			send(Line{Error: err.Error()})
-			return
-		}
-		now := time.Now()
-		dt := now.Sub(lastAt).Seconds()
-		done := t.completed.Load() + t.errored.Load()
-		emits := t.emits.Load()
-		c, p95 := t.snapshot(true)
-		c.Queue, c.Pruned = map[string]int64{}, m.Totals.Pruned
-		for st, n := range m.Queue {
-			c.Queue[string(st)] = n
-		}
-		s := report.Sample{
-			ElapsedS: now.Sub(start).Seconds(), Phase: phase.Load().(string), OfferedRate: offered.Load().(float64),
-			AchievedRate: float64(emits-lastEmits) / dt, Idle: m.Queue[yella.StatusIdle], Running: m.Queue[yella.StatusRunning],
-			Completed: m.Queue[yella.StatusCompleted] + m.Queue[yella.StatusDeferred] + m.Totals.Pruned, Errored: m.Queue[yella.StatusErrored] + m.Queue[yella.StatusDead] + m.Queue[yella.StatusFenced],
-			RunsPerSec: float64(done-lastCompleted) / dt, P95Ms: p95, RSSBytes: rss(), HeapBytes: heap(),
-			DBBytes: fileSize(cfg.DBPath), WALBytes: fileSize(cfg.DBPath + "-wal"), Restart: restart,
-		}
-		lastCompleted, lastEmits, lastAt = done, emits, now
-		send(Line{Sample: &s, Counters: &c})
-	}
+// send writes one progress line; the sampler and the emitter share the
+// stream.
+func (r *runner) send(l Line) {
+	r.outMu.Lock()
+	r.out.Encode(l)
+	r.outMu.Unlock()
+}
+
+// startSampling samples every SampleEvery until stop is closed; wait ends
+// when the sampler has.
+func (r *runner) startSampling(ctx context.Context) (stop chan struct{}, wait *sync.WaitGroup) {
+	stop = make(chan struct{})
+	wait = &sync.WaitGroup{}
+	wait.Add(1)
 	go func() {
-		defer sampling.Done()
+		defer wait.Done()
 		tick := time.NewTicker(SampleEvery)
 		defer tick.Stop()
 		for {
 			select {
 			case <-tick.C:
-				sample(false)
-			case <-stopSampling:
+				r.sample(ctx)
+			case <-stop:
 				return
 			}
 		}
 	}()
+	return stop, wait
+}
 
-	// The capacity family emits from several goroutines: each seed number
-	// (its idempotency key) is taken once.
-	var nextSeed atomic.Int64
-	nextSeed.Store(cfg.FirstSeed)
-	emit := func(phaseLabel string) {
-		s := wl.NextSeed()
-		k := nextSeed.Add(1) - 1
-		em, err := eng.Emit(ctx, s.Event, s.Payload, yella.IdempotencyKey(fmt.Sprintf("seed-%d", k)))
-		t.emits.Add(1)
-		outcome := t.emitted(s.Event, phaseLabel, em, err)
-		if cfg.Ledger != nil {
-			fmt.Fprintf(cfg.Ledger, "seed-%d %s %s %s\n", k, s.Event, phaseLabel, outcome)
-		}
-		if outcome == "admitted" && cfg.Acks != nil {
-			fmt.Fprintf(cfg.Acks, "seed-%d\n", k)
-		}
+// sample sends one sample with the counters so far, the rates since the
+// previous sample and the sizes of the process and its database.
+func (r *runner) sample(ctx context.Context) {
+	m, err := r.eng.Metrics(ctx)
+	if err != nil {
+		r.send(Line{Error: err.Error()})
+		return
 	}
+	now := time.Now()
+	dt := now.Sub(r.lastAt).Seconds()
+	done := r.t.completed.Load() + r.t.errored.Load()
+	emits := r.t.emits.Load()
+	c, p95 := r.t.snapshot(true)
+	withQueue(&c, m)
+	db := r.cfg.DBPath
+	s := report.Sample{
+		ElapsedS: now.Sub(r.start).Seconds(), Phase: r.phase.Load().(string), OfferedRate: r.offered.Load().(float64),
+		AchievedRate: float64(emits-r.lastEmits) / dt, Idle: m.Queue[yella.StatusIdle], Running: m.Queue[yella.StatusRunning],
+		Completed: m.Queue[yella.StatusCompleted] + m.Queue[yella.StatusDeferred] + m.Totals.Pruned, Errored: m.Queue[yella.StatusErrored] + m.Queue[yella.StatusDead] + m.Queue[yella.StatusFenced],
+		RunsPerSec: float64(done-r.lastCompleted) / dt, P95Ms: p95, RSSBytes: rss(), HeapBytes: heap(),
+		DBBytes: fileSize(db), WALBytes: fileSize(db + "-wal"),
+	}
+	r.lastCompleted, r.lastEmits, r.lastAt = done, emits, now
+	r.send(Line{Sample: &s, Counters: &c})
+}
+
+// sendFinal sends the final counters, with the queue as the store counts
+// it now.
+func (r *runner) sendFinal(ctx context.Context) error {
+	c, _ := r.t.snapshot(false)
+	m, err := r.eng.Metrics(ctx)
+	if err != nil {
+		return err
+	}
+	withQueue(&c, m)
+	r.send(Line{Counters: &c, Final: true})
+	return nil
+}
+
+// withQueue sets c's queue by status and its pruned count from m.
+func withQueue(c *Counters, m yella.Metrics) {
+	c.Queue, c.Pruned = map[string]int64{}, m.Totals.Pruned
+	for st, n := range m.Queue {
+		c.Queue[string(st)] = n
+	}
+}
+
+// emit emits one seed of the workload's mix and accounts for it: the
+// counters, the ledger line and, when admitted, the acknowledgement.
+func (r *runner) emit(ctx context.Context, phaseLabel string) {
+	s := r.wl.NextSeed()
+	k := r.nextSeed.Add(1) - 1
+	em, err := r.eng.Emit(ctx, s.Event, s.Payload, yella.IdempotencyKey(fmt.Sprintf("seed-%d", k)))
+	r.t.emits.Add(1)
+	outcome := r.t.emitted(s.Event, phaseLabel, em, err)
+	if r.cfg.Ledger != nil {
+		fmt.Fprintf(r.cfg.Ledger, "seed-%d %s %s %s\n", k, s.Event, phaseLabel, outcome)
+	}
+	if outcome == "admitted" && r.cfg.Acks != nil {
+		fmt.Fprintf(r.cfg.Acks, "seed-%d\n", k)
+	}
+}
+
+// emitPhases runs the phases that end after cfg.StartAt, each until its
+// end on the scenario's clock.
+func (r *runner) emitPhases(ctx context.Context) error {
+	scn := r.cfg.Scenario
 	var phaseStart time.Duration
 	for _, p := range scn.Phases {
 		end := phaseStart + p.Dur
-		if end <= cfg.StartAt {
+		if end <= r.cfg.StartAt {
 			phaseStart = end
 			continue
 		}
-		phase.Store(p.Label)
-		offered.Store(p.Rate)
-		wl.SetMode(p.Mode)
+		r.phase.Store(p.Label)
+		r.offered.Store(p.Rate)
+		r.wl.SetMode(p.Mode)
 		switch {
 		case scn.Saturate && p.Rate > 0:
-			rps, sps := saturate(ctx, eng, t, start, start.Add(end), func() { emit(p.Label) })
-			t.mu.Lock()
-			t.c.SaturationRPS, t.c.SaturationSPS = rps, sps
-			t.mu.Unlock()
+			rps, sps := saturate(ctx, r.eng, r.t, r.start, r.start.Add(end), func() { r.emit(ctx, p.Label) })
+			r.t.mu.Lock()
+			r.t.c.SaturationRPS, r.t.c.SaturationSPS = rps, sps
+			r.t.mu.Unlock()
 		case p.Rate > 0:
-			// Seed k of the phase is due at phaseStart + k/rate; a late
-			// emitter catches up instead of drifting.
-			from := max(cfg.StartAt, phaseStart)
-			k := int64(float64((from - phaseStart).Seconds()) * p.Rate)
-			for {
-				due := start.Add(phaseStart + time.Duration(float64(k)/p.Rate*float64(time.Second)))
-				if !due.Before(start.Add(end)) {
-					break
-				}
-				if d := time.Until(due); d > 0 {
-					select {
-					case <-time.After(d):
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-				emit(p.Label)
-				k++
-			}
-			if d := time.Until(start.Add(end)); d > 0 {
-				time.Sleep(d)
+			if err := r.pace(ctx, p, phaseStart, end); err != nil {
+				return err
 			}
 		default:
 			select {
-			case <-time.After(time.Until(start.Add(end))):
+			case <-time.After(time.Until(r.start.Add(end))):
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
 		phaseStart = end
 	}
-	phase.Store("draining")
-	offered.Store(0.0)
-	dctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	derr := eng.Drain(dctx)
-	cancel()
-	close(stopSampling)
-	sampling.Wait()
-	sample(false)
-	c, _ := t.snapshot(false)
-	m, err := eng.Metrics(ctx)
-	if err != nil {
-		return err
+	return nil
+}
+
+// pace emits phase p's seeds at its rate between phaseStart and end (from
+// cfg.StartAt when the phase began before this process): seed k of the
+// phase is due at phaseStart + k/rate, so a late emitter catches up
+// instead of drifting.
+func (r *runner) pace(ctx context.Context, p Phase, phaseStart, end time.Duration) error {
+	start := r.start
+	from := max(r.cfg.StartAt, phaseStart)
+	k := int64(float64((from - phaseStart).Seconds()) * p.Rate)
+	for {
+		due := start.Add(phaseStart + time.Duration(float64(k)/p.Rate*float64(time.Second)))
+		if !due.Before(start.Add(end)) {
+			break
+		}
+		if d := time.Until(due); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		r.emit(ctx, p.Label)
+		k++
 	}
-	c.Queue, c.Pruned = map[string]int64{}, m.Totals.Pruned
-	for st, n := range m.Queue {
-		c.Queue[string(st)] = n
-	}
-	send(Line{Counters: &c, Final: true})
-	if err := eng.Stop(ctx); err != nil {
-		return err
-	}
-	if derr != nil {
-		return fmt.Errorf("drain: %w", derr)
+	if d := time.Until(start.Add(end)); d > 0 {
+		time.Sleep(d)
 	}
 	return nil
 }

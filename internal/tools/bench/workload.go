@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,7 +39,10 @@ func (p profile) draw() time.Duration {
 	return p.base.draw()
 }
 
-// forMode is the original's latencyForMode.
+// forMode is a downstream's latency in mode m: the healthy span (half as
+// long again while recovering) or, slow or rate-limited, the degraded one,
+// with a share of slow outliers that grows with the trouble (3% healthy,
+// 5% recovering, 8% degraded).
 func forMode(m Mode, healthy, degraded span) profile {
 	switch m {
 	case Recovering:
@@ -143,16 +147,61 @@ type payload = map[string]any
 
 func str(p payload, k string) string { s, _ := p[k].(string); return s }
 
-// Register adds the workload's processes to eng.
+// step is one process of the workload: the event it handles, the
+// follow-ups it declares, its handler in a downstream mode and its cap.
+type step struct {
+	name, on string
+	emits    []string // declared follow-ups (the graph)
+	run      func(c *yella.Ctx, in payload, m Mode) yella.Result
+	cap      int
+}
+
+// fixed is a latency that does not depend on the downstreams' mode.
+func fixed(lo, hi float64) profile { return profile{base: span{lo, hi}} }
+
+// Register adds the workload's processes to eng: the four chains of the
+// API mix and, in scraper scenarios, the scraper's.
 func (w *Workload) Register(eng *yella.Engine) error {
-	fixed := func(lo, hi float64) profile { return profile{base: span{lo, hi}} }
-	type step struct {
-		name, on string
-		emits    []string // declared follow-ups (the graph)
-		run      func(c *yella.Ctx, in payload, m Mode) yella.Result
-		cap      int
+	steps := slices.Concat(w.webhookSteps(), w.billingSteps(), w.documentSteps(), w.approvalSteps())
+	if sc := w.scn.Scraper; sc != nil {
+		steps = append(steps, w.scraperSteps(sc)...)
 	}
-	steps := []step{
+	// The follow-up each step emits, for the capacity family's instant
+	// steps. approval-stage emits approval:completed without declaring it
+	// (its Emits is nil), as the published workload does: the graph matches
+	// that workload's, and an undeclared follow-up, which must still work,
+	// stays exercised.
+	follow := map[string]string{"webhook-validate": "webhook:validated", "crm-upsert": "webhook:synced",
+		"billing-reconcile": "billing:reconciled", "document-extract": "document:indexed",
+		"approval-stage": "approval:completed", "browser-scrape": "page:scraped"}
+	retry := &yella.Retry{Max: w.scn.Retry.Max, Backoff: yella.Exponential(w.scn.Retry.Base)}
+	for _, st := range steps {
+		run, then := st.run, follow[st.name]
+		err := eng.Register(yella.Process{
+			// Drop beyond a cap (not Yella's default, a bounded queue):
+			// the scraper scenarios are compared with the TypeScript
+			// engine's published figures, which count the seeds it
+			// dropped at the cap, so they must drop the same way.
+			Name: st.name, On: st.on, Emits: st.emits, Concurrency: st.cap, Overflow: yella.Drop, Retry: retry,
+			Run: yella.Handle(func(c *yella.Ctx, in payload) yella.Result {
+				m := w.current()
+				if w.zero { // capacity: the same shape, no latency, no failures
+					return zeroStep(c, in, then)
+				}
+				return run(c, in, m)
+			}),
+		})
+		if err != nil {
+			return fmt.Errorf("register %s: %w", st.name, err)
+		}
+	}
+	return nil
+}
+
+// webhookSteps is the webhook chain: validate, upsert into the CRM (an
+// effect), notify ops.
+func (w *Workload) webhookSteps() []step {
+	return []step{
 		{"webhook-validate", "webhook:received", []string{"webhook:validated"}, func(c *yella.Ctx, in payload, m Mode) yella.Result {
 			if err := w.sleep(c, profile{span{8, 35}, 0.01, span{300, 700}}.draw()); err != nil {
 				return c.Error(err)
@@ -192,6 +241,13 @@ func (w *Workload) Register(eng *yella.Engine) error {
 			}
 			return c.OK(nil)
 		}, 0},
+	}
+}
+
+// billingSteps is the billing chain: reconcile (an effect fetching the
+// invoice), then audit.
+func (w *Workload) billingSteps() []step {
+	return []step{
 		{"billing-reconcile", "billing:sync-requested", []string{"billing:reconciled"}, func(c *yella.Ctx, in payload, m Mode) yella.Result {
 			if err := w.sleep(c, forMode(m, span{180, 520}, span{400, 1400}).draw()); err != nil {
 				return c.Error(err)
@@ -214,6 +270,13 @@ func (w *Workload) Register(eng *yella.Engine) error {
 			}
 			return c.OK(nil)
 		}, 0},
+	}
+}
+
+// documentSteps is the document chain: extract (an effect), then refresh
+// the search index.
+func (w *Workload) documentSteps() []step {
+	return []step{
 		{"document-extract", "document:index-requested", []string{"document:indexed"}, func(c *yella.Ctx, in payload, m Mode) yella.Result {
 			if err := w.sleep(c, forMode(m, span{90, 260}, span{200, 700}).draw()); err != nil {
 				return c.Error(err)
@@ -233,6 +296,13 @@ func (w *Workload) Register(eng *yella.Engine) error {
 			}
 			return c.OK(nil)
 		}, 0},
+	}
+}
+
+// approvalSteps is the approval chain: the stage (deferred until resumed
+// with DeferApprovals), then the finish.
+func (w *Workload) approvalSteps() []step {
+	return []step{
 		{"approval-stage", "approval:needed", nil, func(c *yella.Ctx, in payload, m Mode) yella.Result {
 			if err := w.sleep(c, fixed(15, 45).draw()); err != nil {
 				return c.Error(err)
@@ -249,58 +319,39 @@ func (w *Workload) Register(eng *yella.Engine) error {
 			return c.OK(nil)
 		}, 0},
 	}
-	if sc := w.scn.Scraper; sc != nil {
-		steps = append(steps,
-			step{"browser-scrape", "page:scrape-requested", []string{"page:scraped"}, func(c *yella.Ctx, in payload, m Mode) yella.Result {
-				mem := make([]byte, sc.MB<<20)
-				for i := 0; i < len(mem); i += 4096 {
-					mem[i] = 1 // touch every page, as a browser would
-				}
-				if err := w.sleep(c, forMode(m, span{700, 1300}, span{1400, 3200}).draw()); err != nil {
-					return c.Error(err)
-				}
-				if rand.Float64() < pick(m == RateLimited, 0.05, 0.02) {
-					return c.Error(transient())
-				}
-				sum := sha1.Sum(mem[:2048])
-				out, err := effect(w, c, yella.MakeKey("browser-store", str(in, "url")), profile{base: span{120, 260}}, payload{"hash": hex.EncodeToString(sum[:])[:12]})
-				if err != nil {
-					return c.Error(err)
-				}
-				mem[len(mem)-1] = 2 // keep the buffer alive through the effect
-				return c.OK(out, yella.Then("page:scraped"))
-			}, sc.Cap},
-			step{"page-followup", "page:scraped", nil, func(c *yella.Ctx, in payload, m Mode) yella.Result {
-				if err := w.sleep(c, fixed(30, 90).draw()); err != nil {
-					return c.Error(err)
-				}
-				return c.OK(nil)
-			}, 0},
-		)
+}
+
+// scraperSteps is the scraper chain: a browser-style scrape that holds
+// sc.MB of touched memory while it runs, capped at sc.Cap, then a
+// follow-up.
+func (w *Workload) scraperSteps(sc *Scraper) []step {
+	return []step{
+		{"browser-scrape", "page:scrape-requested", []string{"page:scraped"}, func(c *yella.Ctx, in payload, m Mode) yella.Result {
+			mem := make([]byte, sc.MB<<20)
+			for i := 0; i < len(mem); i += 4096 {
+				mem[i] = 1 // touch every page, as a browser would
+			}
+			if err := w.sleep(c, forMode(m, span{700, 1300}, span{1400, 3200}).draw()); err != nil {
+				return c.Error(err)
+			}
+			if rand.Float64() < pick(m == RateLimited, 0.05, 0.02) {
+				return c.Error(transient())
+			}
+			sum := sha1.Sum(mem[:2048])
+			out, err := effect(w, c, yella.MakeKey("browser-store", str(in, "url")), profile{base: span{120, 260}}, payload{"hash": hex.EncodeToString(sum[:])[:12]})
+			if err != nil {
+				return c.Error(err)
+			}
+			mem[len(mem)-1] = 2 // keep the buffer alive through the effect
+			return c.OK(out, yella.Then("page:scraped"))
+		}, sc.Cap},
+		{"page-followup", "page:scraped", nil, func(c *yella.Ctx, in payload, m Mode) yella.Result {
+			if err := w.sleep(c, fixed(30, 90).draw()); err != nil {
+				return c.Error(err)
+			}
+			return c.OK(nil)
+		}, 0},
 	}
-	follow := map[string]string{"webhook-validate": "webhook:validated", "crm-upsert": "webhook:synced",
-		"billing-reconcile": "billing:reconciled", "document-extract": "document:indexed",
-		"approval-stage": "approval:completed", "browser-scrape": "page:scraped"} // approval-stage's is undeclared, as in the original
-	retry := &yella.Retry{Max: w.scn.Retry.Max, Backoff: yella.Exponential(w.scn.Retry.Base)}
-	for _, st := range steps {
-		run, then := st.run, follow[st.name]
-		err := eng.Register(yella.Process{
-			// Drop beyond a cap, as the original engine does: the
-			// scenarios reproduce its results, drops included.
-			Name: st.name, On: st.on, Emits: st.emits, Concurrency: st.cap, Overflow: yella.Drop, Retry: retry,
-			Run: yella.Handle(func(c *yella.Ctx, in payload) yella.Result {
-				m := w.current()
-				if w.zero { // capacity: the same shape, no latency, no failures
-					return zeroStep(c, in, then)
-				}
-				return run(c, in, m)
-			}),
-		})
-		if err != nil {
-			return fmt.Errorf("register %s: %w", st.name, err)
-		}
-	}
-	return nil
 }
 
 // zeroStep is a step of the capacity family: instant, with the effect and
@@ -344,7 +395,9 @@ func weighted[T any](items []T, weights []int) T {
 	return items[len(items)-1]
 }
 
-// NextSeed draws a seed event by the original's weights.
+// NextSeed draws a seed event: webhooks, billing syncs, document indexing
+// and approvals weighted 5:3:2:1 (the published API mix), plus scrapes at
+// the scenario's weight.
 func (w *Workload) NextSeed() Seed {
 	events := []string{"webhook:received", "billing:sync-requested", "document:index-requested", "approval:needed"}
 	weights := []int{5, 3, 2, 1}

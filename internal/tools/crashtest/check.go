@@ -89,7 +89,7 @@ func first(ids []string, n int) []string {
 // holding a started effect is a violation: in the workloads these tests
 // run, every path to completion passes each of the run's effects.
 func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
-	r, acked, execs, err := readFiles(witnessPath, acksPath)
+	r, acked, execs, err := readInputs(witnessPath, acksPath)
 	if err != nil {
 		return r, err
 	}
@@ -114,7 +114,7 @@ func Check(dbPath, witnessPath, acksPath, keyPrefix string) (Report, error) {
 // with its schema on the search path. Such a database has no integrity
 // pragma: its server checks itself, and Integrity is reported "ok".
 func CheckDB(db *sql.DB, witnessPath, acksPath, keyPrefix string) (Report, error) {
-	r, acked, execs, err := readFiles(witnessPath, acksPath)
+	r, acked, execs, err := readInputs(witnessPath, acksPath)
 	if err != nil {
 		return r, err
 	}
@@ -122,9 +122,31 @@ func CheckDB(db *sql.DB, witnessPath, acksPath, keyPrefix string) (Report, error
 	return checkDB(db, r, acked, execs, keyPrefix)
 }
 
-// readFiles reads the acknowledgements and the witness: the acknowledged
-// keys and each effect body's executions (run/key → count).
-func readFiles(witnessPath, acksPath string) (r Report, acked []string, execs map[string]int, err error) {
+// checkDB checks the invariants on db (see Check).
+func checkDB(db *sql.DB, r Report, acked []string, execs map[string]int, keyPrefix string) (Report, error) {
+	status, byKey, err := checkRuns(db, &r, keyPrefix)
+	if err != nil {
+		return r, err
+	}
+	for _, k := range acked {
+		if !byKey[k] {
+			r.Lost = append(r.Lost, k)
+		}
+	}
+	if err := checkCompletions(db, &r); err != nil {
+		return r, err
+	}
+	if err := checkFollowUps(db, &r); err != nil {
+		return r, err
+	}
+	err = checkEffects(db, &r, execs, status)
+	sort.Strings(r.BadFences)
+	return r, err
+}
+
+// readInputs reads the acknowledged keys and the witness's effect body
+// executions.
+func readInputs(witnessPath, acksPath string) (r Report, acked []string, execs map[string]int, err error) {
 	acked, err = ReadLines(acksPath)
 	if err != nil {
 		return r, nil, nil, err
@@ -134,36 +156,44 @@ func readFiles(witnessPath, acksPath string) (r Report, acked []string, execs ma
 		distinct[k] = true
 	}
 	r.Acked = len(distinct)
-	execs = map[string]int{}
-	witness, err := ReadLines(witnessPath)
+	execs, err = readWitness(witnessPath, &r)
+	return r, acked, execs, err
+}
+
+// readWitness counts the effect body executions in the witness, by run
+// and effect key ("run/key").
+func readWitness(path string, r *Report) (map[string]int, error) {
+	execs := map[string]int{}
+	witness, err := ReadLines(path)
 	if err != nil {
-		return r, nil, nil, err
+		return nil, err
 	}
 	for _, l := range witness {
 		var w WitnessLine
 		if err := json.Unmarshal([]byte(l), &w); err != nil {
-			return r, nil, nil, fmt.Errorf("witness line %q: %w", l, err)
+			return nil, fmt.Errorf("witness line %q: %w", l, err)
 		}
 		execs[w.Run+"/"+w.Key]++
 		r.Executions++
 	}
-	return r, acked, execs, nil
+	return execs, nil
 }
 
-// checkDB checks the invariants on db (see Check).
-func checkDB(db *sql.DB, r Report, acked []string, execs map[string]int, keyPrefix string) (Report, error) {
-	byKey := map[string]bool{}
+// checkRuns counts the runs by status, finds those not terminal, fenced
+// with the wrong code or admitted under a key never attempted, and returns
+// every run's status and the idempotency keys present.
+func checkRuns(db *sql.DB, r *Report, keyPrefix string) (status map[string]string, byKey map[string]bool, err error) {
 	rows, err := db.Query("SELECT id, coalesce(idem_key, ''), status, error_code, parent_id IS NULL FROM runs")
 	if err != nil {
-		return r, err
+		return nil, nil, err
 	}
-	status := map[string]string{}
+	defer rows.Close()
+	status, byKey = map[string]string{}, map[string]bool{}
 	for rows.Next() {
 		var id, key, st, code string
 		var root bool
 		if err := rows.Scan(&id, &key, &st, &code, &root); err != nil {
-			rows.Close()
-			return r, err
+			return nil, nil, err
 		}
 		r.Runs++
 		if root {
@@ -186,34 +216,40 @@ func checkDB(db *sql.DB, r Report, acked []string, execs map[string]int, keyPref
 			}
 		}
 	}
-	rows.Close()
-	for _, k := range acked {
-		if !byKey[k] {
-			r.Lost = append(r.Lost, k)
-		}
-	}
-	rows, err = db.Query(`SELECT r.id FROM timeline t JOIN runs r ON r.seq = t.run_seq
+	return status, byKey, nil
+}
+
+// checkCompletions finds the runs whose timeline completes them more than
+// once.
+func checkCompletions(db *sql.DB, r *Report) error {
+	rows, err := db.Query(`SELECT r.id FROM timeline t JOIN runs r ON r.seq = t.run_seq
 		WHERE t.status = 'completed' GROUP BY r.id HAVING count(*) > 1`)
 	if err != nil {
-		return r, err
+		return err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var id string
 		rows.Scan(&id)
 		r.CompletedTwice = append(r.CompletedTwice, id)
 	}
-	rows.Close()
-	rows, err = db.Query(`SELECT p.id, count(c.id), count(DISTINCT c.process) FROM runs p LEFT JOIN runs c ON c.parent_id = p.id
+	return nil
+}
+
+// checkFollowUps finds the completed runs that name a follow-up and have
+// none, or have two of one process.
+func checkFollowUps(db *sql.DB, r *Report) error {
+	rows, err := db.Query(`SELECT p.id, count(c.id), count(DISTINCT c.process) FROM runs p LEFT JOIN runs c ON c.parent_id = p.id
 		WHERE p.status = 'completed' AND p.then_event != '' GROUP BY p.id`)
 	if err != nil {
-		return r, err
+		return err
 	}
+	defer rows.Close()
 	for rows.Next() {
 		var id string
 		var children, processes int
 		if err := rows.Scan(&id, &children, &processes); err != nil {
-			rows.Close()
-			return r, err
+			return err
 		}
 		switch {
 		case children == 0:
@@ -222,17 +258,24 @@ func checkDB(db *sql.DB, r Report, acked []string, execs map[string]int, keyPref
 			r.DoubledFollowUps = append(r.DoubledFollowUps, id)
 		}
 	}
-	rows.Close()
-	started := map[string]bool{}
-	rows, err = db.Query("SELECT r.id, e.key, e.status FROM effects e JOIN runs r ON r.seq = e.run_seq")
+	return nil
+}
+
+// checkEffects holds each effect record against the witness: a completed
+// effect's body ran once, a started one's at most once and its run is
+// fenced (or, failed before reaching it again, Unresolved); a fenced run
+// holds a started effect.
+func checkEffects(db *sql.DB, r *Report, execs map[string]int, status map[string]string) error {
+	rows, err := db.Query("SELECT r.id, e.key, e.status FROM effects e JOIN runs r ON r.seq = e.run_seq")
 	if err != nil {
-		return r, err
+		return err
 	}
+	defer rows.Close()
+	started := map[string]bool{}
 	for rows.Next() {
 		var id, key, st string
 		if err := rows.Scan(&id, &key, &st); err != nil {
-			rows.Close()
-			return r, err
+			return err
 		}
 		n := execs[id+"/"+key]
 		switch st {
@@ -263,8 +306,7 @@ func checkDB(db *sql.DB, r Report, acked []string, execs map[string]int, keyPref
 			r.BadFences = append(r.BadFences, id+" is fenced without a started effect")
 		}
 	}
-	sort.Strings(r.BadFences)
-	return r, rows.Err()
+	return rows.Err()
 }
 
 // ReadLines reads a file written with AppendLine: its non-blank lines,

@@ -19,6 +19,45 @@ import (
 func TestCheckCatchesViolations(t *testing.T) {
 	dir := t.TempDir()
 	db, witness, acks := filepath.Join(dir, "c.db"), filepath.Join(dir, "w.jsonl"), filepath.Join(dir, "a.txt")
+	writeViolations(t, db)
+
+	line := func(run string) string {
+		b, _ := json.Marshal(WitnessLine{Run: run, Key: "str:charge"})
+		return string(b)
+	}
+	os.WriteFile(witness, []byte(strings.Join([]string{line("k-0-run"), line("k-0-run")}, "\n")), 0o644)
+	os.WriteFile(acks, []byte("k-0\nk-1\nk-3\nk-4\nk-5\nk-6\nk-7\nk-9\n"), 0o644)
+
+	rep, err := Check(db, witness, acks, "k-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][2]int{ // found, want
+		"lost (k-9)":                         {len(rep.Lost), 1},
+		"unexpected (x-2)":                   {len(rep.Unexpected), 1},
+		"not terminal (k-1, x-2, k-7-child)": {len(rep.NotTerminal), 3},
+		"completed twice (k-0)":              {len(rep.CompletedTwice), 1},
+		"effect reruns (k-0)":                {len(rep.EffectReruns), 1},
+		"bad fences (k-3)":                   {len(rep.BadFences), 1},
+		"unresolved (k-4)":                   {rep.Unresolved, 1},
+		"missing follow-up (k-5)":            {len(rep.MissingFollowUps), 1},
+		"doubled follow-up (k-6)":            {len(rep.DoubledFollowUps), 1},
+		"roots":                              {rep.Roots, 8},
+	}
+	for what, n := range got {
+		if n[0] != n[1] {
+			t.Errorf("%s: %d, want %d (%+v)", what, n[0], n[1], rep)
+		}
+	}
+	if rep.OK() {
+		t.Error("report is OK despite violations")
+	}
+}
+
+// writeViolations writes a database at db that breaks every invariant
+// Check looks for, once each: runs k-0 to k-7 and x-2 (see the comments).
+func writeViolations(t *testing.T, db string) {
+	t.Helper()
 	st, err := sqlitestore.Open(db, sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -86,38 +125,6 @@ func TestCheckCatchesViolations(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw.Close()
-
-	line := func(run string) string {
-		b, _ := json.Marshal(WitnessLine{Run: run, Key: "str:charge"})
-		return string(b)
-	}
-	os.WriteFile(witness, []byte(strings.Join([]string{line("k-0-run"), line("k-0-run")}, "\n")), 0o644)
-	os.WriteFile(acks, []byte("k-0\nk-1\nk-3\nk-4\nk-5\nk-6\nk-7\nk-9\n"), 0o644)
-
-	rep, err := Check(db, witness, acks, "k-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string][2]int{ // found, want
-		"lost (k-9)":                         {len(rep.Lost), 1},
-		"unexpected (x-2)":                   {len(rep.Unexpected), 1},
-		"not terminal (k-1, x-2, k-7-child)": {len(rep.NotTerminal), 3},
-		"completed twice (k-0)":              {len(rep.CompletedTwice), 1},
-		"effect reruns (k-0)":                {len(rep.EffectReruns), 1},
-		"bad fences (k-3)":                   {len(rep.BadFences), 1},
-		"unresolved (k-4)":                   {rep.Unresolved, 1},
-		"missing follow-up (k-5)":            {len(rep.MissingFollowUps), 1},
-		"doubled follow-up (k-6)":            {len(rep.DoubledFollowUps), 1},
-		"roots":                              {rep.Roots, 8},
-	}
-	for what, n := range got {
-		if n[0] != n[1] {
-			t.Errorf("%s: %d, want %d (%+v)", what, n[0], n[1], rep)
-		}
-	}
-	if rep.OK() {
-		t.Error("report is OK despite violations")
-	}
 }
 
 // Reclaims times the claim of a held run from the restarted child's start,

@@ -196,6 +196,9 @@ func (s killingStore) Update(ctx context.Context, u store.Update) (store.UpdateR
 	return res, err
 }
 
+// child is the child process: an engine on the SQLite store at cfg.DB
+// that admits cfg.Runs jobs and runs them, killing itself at cfg.CrashAt;
+// with cfg.Exit it drains and exits instead of waiting to be killed.
 func child(cfg Config) error {
 	start := time.Now()
 	kl := newKiller(cfg.CrashAt)
@@ -207,15 +210,83 @@ func child(cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 50
-	}
-	eng, err := yella.New(yella.Config{Store: killingStore{st, kl}, Concurrency: cfg.Concurrency, Retry: &yella.Retry{Max: 30, Backoff: yella.Fixed(10 * time.Millisecond)}})
+	eng, err := childEngine(cfg, killingStore{st, kl}, kl, start)
 	if err != nil {
 		return err
 	}
+	ctx := context.Background()
+	if cfg.EmitFirst {
+		if err := emitJobs(ctx, eng, cfg, kl); err != nil {
+			return err
+		}
+	}
+	if err := eng.Start(ctx); err != nil {
+		return err
+	}
+	if !cfg.EmitFirst {
+		if err := emitJobs(ctx, eng, cfg, kl); err != nil {
+			return err
+		}
+	}
+	if !cfg.Exit {
+		select {} // until killed
+	}
+	if err := eng.Drain(ctx); err != nil {
+		return err
+	}
+	m, err := eng.Metrics(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("fenced %d\n", m.Totals.Fenced)
+	fmt.Println("drained")
+	if err := eng.Stop(ctx); err != nil {
+		return err
+	}
+	return st.Close()
+}
+
+// childEngine is the child's engine on st: the job process (and with
+// cfg.Chain its follow-up), with the kill points that events mark.
+func childEngine(cfg Config, st store.Store, kl *killer, start time.Time) (*yella.Engine, error) {
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 50
+	}
+	eng, err := yella.New(yella.Config{Store: st, Concurrency: cfg.Concurrency, Retry: &yella.Retry{Max: 30, Backoff: yella.Fixed(10 * time.Millisecond)}})
+	if err != nil {
+		return nil, err
+	}
+	job := jobProcess(cfg, kl, start)
+	if cfg.Chain {
+		job.Emits = []string{"job:done"}
+		err = eng.Register(yella.Process{Name: "follow", On: "job:done", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := eng.Register(job); err != nil {
+		return nil, err
+	}
+	eng.Subscribe(func(ev yella.Event) {
+		switch ev.Type {
+		case yella.RunStarted:
+			kl.hit(AfterClaim)
+		case yella.EffectCompleted:
+			kl.hit(AfterEffectComplete)
+		case yella.RunCompleted:
+			kl.hit(AfterCompletion)
+		}
+	})
+	return eng, nil
+}
+
+// jobProcess is the job: one effect that records each execution of its
+// body in the witness before anything can kill it, then a completion
+// (naming job:done with cfg.Chain). The first call prints when it came,
+// for the parent to time the restart.
+func jobProcess(cfg Config, kl *killer, start time.Time) yella.Process {
 	var first sync.Once
-	job := yella.Process{Name: "job", On: "job", Run: func(c *yella.Ctx) yella.Result {
+	return yella.Process{Name: "job", On: "job", Run: func(c *yella.Ctx) yella.Result {
 		first.Do(func() { fmt.Printf("first %d\n", time.Since(start).Microseconds()) }) // the parent times its arrival
 		out, err := yella.Effect(c, "charge", func(ctx context.Context) (string, error) {
 			line, _ := json.Marshal(WitnessLine{Run: c.RunID(), Key: yella.MakeKey("charge").String(), Attempt: c.Attempt(), PID: os.Getpid()})
@@ -237,70 +308,23 @@ func child(cfg Config) error {
 		}
 		return c.OK(out)
 	}}
-	if cfg.Chain {
-		job.Emits = []string{"job:done"}
-		err = eng.Register(yella.Process{Name: "follow", On: "job:done", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
-		if err != nil {
+}
+
+// emitJobs admits cfg.Runs jobs with the keys k-0, k-1, …, appending each
+// key to the acknowledgements once Emit returns.
+func emitJobs(ctx context.Context, eng *yella.Engine, cfg Config, kl *killer) error {
+	for i := 0; i < cfg.Runs; i++ {
+		key := fmt.Sprintf("k-%d", i)
+		if _, err := eng.Emit(ctx, "job", map[string]int{"i": i}, yella.IdempotencyKey(key)); err != nil {
 			return err
 		}
-	}
-	if err := eng.Register(job); err != nil {
-		return err
-	}
-	eng.Subscribe(func(ev yella.Event) {
-		switch ev.Type {
-		case yella.RunStart:
-			kl.hit(AfterClaim)
-		case yella.EffectComplete:
-			kl.hit(AfterEffectComplete)
-		case yella.RunComplete:
-			kl.hit(AfterCompletion)
-		}
-	})
-	ctx := context.Background()
-	emit := func() error {
-		for i := 0; i < cfg.Runs; i++ {
-			key := fmt.Sprintf("k-%d", i)
-			if _, err := eng.Emit(ctx, "job", map[string]int{"i": i}, yella.IdempotencyKey(key)); err != nil {
-				return err
-			}
-			// Acknowledged: recorded as soon as Emit returns.
-			if err := AppendLine(cfg.Acks, key); err != nil {
-				return err
-			}
-			kl.hit(AfterAdmission)
-		}
-		return nil
-	}
-	if cfg.EmitFirst {
-		if err := emit(); err != nil {
+		// Acknowledged: recorded as soon as Emit returns.
+		if err := AppendLine(cfg.Acks, key); err != nil {
 			return err
 		}
+		kl.hit(AfterAdmission)
 	}
-	if err := eng.Start(ctx); err != nil {
-		return err
-	}
-	if !cfg.EmitFirst {
-		if err := emit(); err != nil {
-			return err
-		}
-	}
-	if !cfg.Exit {
-		select {} // until killed
-	}
-	if err := eng.Drain(ctx); err != nil {
-		return err
-	}
-	m, err := eng.Metrics(ctx)
-	if err != nil {
-		return err
-	}
-	fmt.Printf("fenced %d\n", m.Totals.Fenced)
-	fmt.Println("drained")
-	if err := eng.Stop(ctx); err != nil {
-		return err
-	}
-	return st.Close()
+	return nil
 }
 
 // Child is a running child process.

@@ -145,22 +145,56 @@ func runsPerSeed(r *Report) float64 {
 	return float64(r.Totals.RunsCompleted+r.Totals.RunsErrored) / float64(r.Totals.SeedAdmitted)
 }
 
-// Charts writes the four charts into dir from the latest reports.
+// Charts writes the four charts into dir from the latest reports; a chart
+// whose scenarios have no report is left out.
 func Charts(latest map[string]*Report, dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	var written []string
-	save := func(name string, plots ...*plot.Plot) error {
-		path := dir + "/" + name
+	for _, c := range []struct {
+		name string
+		draw func(latest map[string]*Report) ([]*plot.Plot, error)
+	}{
+		{"throughput-by-concurrency.svg", throughputChart},
+		{"scraper-cap.svg", scraperChart},
+		{"queue-under-stress.svg", queueChart},
+		{"storage-over-soak.svg", storageChart},
+	} {
+		plots, err := c.draw(latest)
+		if err != nil {
+			return nil, err
+		}
+		if len(plots) == 0 {
+			continue
+		}
+		path := dir + "/" + c.name
 		if err := saveTiles(path, plots...); err != nil {
-			return fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", c.name, err)
 		}
 		written = append(written, path)
-		return nil
 	}
+	sort.Strings(written)
+	return written, nil
+}
 
-	// 1. Throughput by fleet concurrency.
+// barPlot is a bar chart of one bar series per name over the categories,
+// its Y axis up to yMax when yMax > 0, with room for the legend.
+func barPlot(title, x, y string, categories, series []string, values [][]float64, yMax float64) (*plot.Plot, error) {
+	p := newPlot(title, x, y)
+	if err := bars(p, categories, series, values); err != nil {
+		return nil, err
+	}
+	if yMax > 0 {
+		p.Y.Max = yMax
+	}
+	roomForLegend(p, len(series))
+	return p, nil
+}
+
+// throughputChart is the API mix's offered and achieved runs/s at its peak
+// phase, beside the saturation throughput, by fleet concurrency.
+func throughputChart(latest map[string]*Report) ([]*plot.Plot, error) {
 	concs := []int{20, 50, 200}
 	var cats []string
 	offered, achieved, capacity := make([]float64, 3), make([]float64, 3), make([]float64, 3)
@@ -176,27 +210,27 @@ func Charts(latest map[string]*Report, dir string) ([]string, error) {
 			capacity[i] = r.Capacity.RunsPerSec
 		}
 	}
-	if have {
-		a := newPlot("API mixed: peak phase", "fleet concurrency", "runs/s")
-		if err := bars(a, cats, []string{"offered", "achieved"}, [][]float64{offered, achieved}); err != nil {
-			return nil, err
-		}
-		roomForLegend(a, 2)
-		b := newPlot("Capacity (zero-latency handlers)", "fleet concurrency", "runs/s")
-		if err := bars(b, cats, []string{"saturation"}, [][]float64{capacity}); err != nil {
-			return nil, err
-		}
-		roomForLegend(b, 1)
-		if err := save("throughput-by-concurrency.svg", a, b); err != nil {
-			return nil, err
-		}
+	if !have {
+		return nil, nil
 	}
+	a, err := barPlot("API mixed: peak phase", "fleet concurrency", "runs/s", cats, []string{"offered", "achieved"}, [][]float64{offered, achieved}, 0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := barPlot("Capacity (zero-latency handlers)", "fleet concurrency", "runs/s", cats, []string{"saturation"}, [][]float64{capacity}, 0)
+	if err != nil {
+		return nil, err
+	}
+	return []*plot.Plot{a, b}, nil
+}
 
-	// 2. Scraper cap vs peak RSS and admissions.
+// scraperChart is the bounded scraper's peak RSS and share of scrape
+// events admitted, by cap.
+func scraperChart(latest map[string]*Report) ([]*plot.Plot, error) {
 	caps := []int{1, 5, 10}
 	rssMB, admitted := make([]float64, 3), make([]float64, 3)
-	cats = nil
-	have = false
+	var cats []string
+	have := false
 	for i, c := range caps {
 		cats = append(cats, fmt.Sprintf("cap %d", c))
 		if r := latest[fmt.Sprintf("scraper-bounded__fleet-c40__scraper-c%d", c)]; r != nil {
@@ -209,24 +243,23 @@ func Charts(latest map[string]*Report, dir string) ([]string, error) {
 			have = true
 		}
 	}
-	if have {
-		a := newPlot("Scraper cap vs peak RSS", "scraper cap", "peak RSS (MB)")
-		if err := bars(a, cats, []string{"peak RSS"}, [][]float64{rssMB}); err != nil {
-			return nil, err
-		}
-		roomForLegend(a, 1)
-		b := newPlot("Scraper cap vs admissions", "scraper cap", "scrape events admitted (%)")
-		if err := bars(b, cats, []string{"admitted"}, [][]float64{admitted}); err != nil {
-			return nil, err
-		}
-		b.Y.Max = 100
-		roomForLegend(b, 1)
-		if err := save("scraper-cap.svg", a, b); err != nil {
-			return nil, err
-		}
+	if !have {
+		return nil, nil
 	}
+	a, err := barPlot("Scraper cap vs peak RSS", "scraper cap", "peak RSS (MB)", cats, []string{"peak RSS"}, [][]float64{rssMB}, 0)
+	if err != nil {
+		return nil, err
+	}
+	b, err := barPlot("Scraper cap vs admissions", "scraper cap", "scrape events admitted (%)", cats, []string{"admitted"}, [][]float64{admitted}, 100)
+	if err != nil {
+		return nil, err
+	}
+	return []*plot.Plot{a, b}, nil
+}
 
-	// 3. Queue depth over time under bursts and degraded downstreams.
+// queueChart is the queue depth (idle and running runs) over time under
+// bursts and degraded downstreams.
+func queueChart(latest map[string]*Report) ([]*plot.Plot, error) {
 	q := newPlot("Queue depth under stress", "time (s)", "queued + running runs")
 	n := 0
 	for _, id := range []string{"burst-recovery__fleet-c50", "burst-recovery__scraper-capped", "degraded-downstream__api-mixed", "degraded-downstream__scraper-capped"} {
@@ -241,16 +274,17 @@ func Charts(latest map[string]*Report, dir string) ([]string, error) {
 			n++
 		}
 	}
-	if n > 0 {
-		roomForLegend(q, n)
-		if err := save("queue-under-stress.svg", q); err != nil {
-			return nil, err
-		}
+	if n == 0 {
+		return nil, nil
 	}
+	roomForLegend(q, n)
+	return []*plot.Plot{q}, nil
+}
 
-	// 4. DB and WAL size over the soaks.
+// storageChart is the database and WAL sizes over the soaks.
+func storageChart(latest map[string]*Report) ([]*plot.Plot, error) {
 	d := newPlot("Storage over the soak", "time (h)", "size (MB)")
-	n = 0
+	n := 0
 	for _, id := range []string{"overnight-soak__api-mixed", "overnight-soak__scraper-bounded"} {
 		if r := latest[id]; r != nil {
 			var xs, db, wal []float64
@@ -268,12 +302,9 @@ func Charts(latest map[string]*Report, dir string) ([]string, error) {
 			n += 2
 		}
 	}
-	if n > 0 {
-		roomForLegend(d, n)
-		if err := save("storage-over-soak.svg", d); err != nil {
-			return nil, err
-		}
+	if n == 0 {
+		return nil, nil
 	}
-	sort.Strings(written)
-	return written, nil
+	roomForLegend(d, n)
+	return []*plot.Plot{d}, nil
 }

@@ -1,7 +1,8 @@
 // Package report holds the result of a benchmark or trust run and renders
-// it: a text report in the original suite's layout, a JSON summary, the
-// append-only index, SVG charts and the benchmark page. Rendering is pure:
-// the same Report renders to the same bytes (golden-tested).
+// it: a text report laid out like the TypeScript engine's benchmark reports
+// (so the two read side by side), a JSON summary, the append-only index,
+// SVG charts and the benchmark page. Rendering is pure: the same Report
+// renders to the same bytes (golden-tested).
 package report
 
 import (

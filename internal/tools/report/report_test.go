@@ -54,7 +54,10 @@ func golden(t *testing.T, name, got string) {
 
 func TestTextGolden(t *testing.T) { golden(t, "text.golden", Text(sample())) }
 
-// The JSON summary keeps the original's fields (spec §10.6) plus ours.
+// The JSON summary has every field of the TypeScript engine's summaries,
+// under the same names and types, so that a tool written for those reads
+// these; Yella's own fields (the recovery figures among them) come in
+// addition.
 func TestJSONSchema(t *testing.T) {
 	dir := t.TempDir()
 	r := sample()

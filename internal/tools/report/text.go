@@ -14,12 +14,35 @@ func sampleLine(s Sample) string {
 		s.ElapsedS, s.Phase, s.Idle, s.Running, s.Completed, s.RunsPerSec, s.P95Ms, float64(s.RSSBytes)/(1<<20), float64(s.WALBytes)/(1<<20))
 }
 
-// Text renders the report in the original suite's layout: header, one line
-// per sample, then the post-mortem. Percentiles are true percentiles.
+// Text renders the report: header, one line per sample, then the
+// post-mortem, laid out like the TypeScript engine's benchmark reports so
+// that the two read side by side. Percentiles are true percentiles, not
+// bucket bounds.
 func Text(r *Report) string {
-	var b strings.Builder
-	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	var l lines
 	rule := strings.Repeat("═", 96)
+	textHeader(&l, r, rule)
+	textSamples(&l, r)
+	l.w("Post-Mortem Report [%s]", r.Scenario.Label)
+	l.w("%s", rule)
+	textTotals(&l, r)
+	textAdmission(&l, r)
+	textResources(&l, r)
+	textRecovery(&l, r)
+	textTrend(&l, r)
+	return l.b.String()
+}
+
+// lines builds a text one line at a time.
+type lines struct{ b strings.Builder }
+
+// w writes one line: format and args as in fmt.Printf.
+func (l *lines) w(format string, args ...any) { fmt.Fprintf(&l.b, format+"\n", args...) }
+
+// textHeader writes the scenario, the machine, the settings and the
+// phases.
+func textHeader(l *lines, r *Report, rule string) {
+	w := l.w
 	s := r.Scenario
 	w("Yella Engine Benchmark  [%s]", s.Label)
 	w("%s", rule)
@@ -65,6 +88,11 @@ func Text(r *Report) string {
 	}
 	w("%s", rule)
 	w("")
+}
+
+// textSamples writes one line per sample, marking restarts and the drain.
+func textSamples(l *lines, r *Report) {
+	w := l.w
 	w("  t s │ phase        │ queue                 │ completed     │ throughput    │ p95          │ rss           │ wal")
 	w("%s", strings.Repeat("─", 112))
 	for i, smp := range r.Samples {
@@ -77,8 +105,11 @@ func Text(r *Report) string {
 		w("%s", sampleLine(smp))
 	}
 	w("")
-	w("Post-Mortem Report [%s]", s.Label)
-	w("%s", rule)
+}
+
+// textTotals writes the run's totals.
+func textTotals(l *lines, r *Report) {
+	w := l.w
 	t := r.Totals
 	w("Totals")
 	w("  Duration          %.0f s", t.DurationS)
@@ -101,6 +132,12 @@ func Text(r *Report) string {
 		w("  Saturation        %.0f runs/s (%.0f seeds/s) at fleet c%d", c.RunsPerSec, c.SeedsPerSec, c.Concurrency)
 	}
 	w("")
+}
+
+// textAdmission writes the emit rate achieved per phase and the seeds
+// admitted per event.
+func textAdmission(l *lines, r *Report) {
+	w := l.w
 	w("Phases (offered vs achieved emit rate)")
 	for _, p := range r.Phases {
 		switch {
@@ -120,6 +157,11 @@ func Text(r *Report) string {
 		w("  %-26s attempted %6d  admitted %6d  dropped %6d", e.Event, e.Attempted, e.Admitted, e.Dropped)
 	}
 	w("")
+}
+
+// textResources writes the run durations, memory and storage.
+func textResources(l *lines, r *Report) {
+	w := l.w
 	d := r.Durations
 	w("Run Duration (%d attempts; percentiles within 1%%)", d.Count)
 	w("  avg %.0fms  p50 %.0fms  p95 %.0fms  p99 %.0fms  max %.0fms", d.AvgMs, d.P50Ms, d.P95Ms, d.P99Ms, d.MaxMs)
@@ -132,6 +174,11 @@ func Text(r *Report) string {
 	w("  Peak queue        %d", mem.PeakQueue)
 	w("  DB file           %s", mb(mem.DBBytes))
 	w("  WAL file          %s (peak %s)", mb(mem.WALBytes), mb(mem.PeakWALBytes))
+}
+
+// textRecovery writes what a restart drill found, if the run had one.
+func textRecovery(l *lines, r *Report) {
+	w := l.w
 	if rec := r.Recovery; rec != nil {
 		w("")
 		w("Recovery (kill -9)")
@@ -150,6 +197,11 @@ func Text(r *Report) string {
 		w("  integrity_check   %s", rec.IntegrityCheck)
 	}
 	w("")
+}
+
+// textTrend writes the p95 trend and where the report was saved.
+func textTrend(l *lines, r *Report) {
+	w := l.w
 	w("P95 Trend (10s buckets)")
 	for _, line := range p95Trend(r.Samples) {
 		w("%s", line)
@@ -159,7 +211,6 @@ func Text(r *Report) string {
 		w("Saved %s", r.Files.Text)
 		w("Saved %s", r.Files.JSON)
 	}
-	return b.String()
 }
 
 // p95Trend draws, per 10 s of samples, the largest sliding-window p95.

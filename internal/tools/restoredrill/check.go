@@ -106,6 +106,17 @@ func judge(res *Result, p paths, killAt time.Time, snap, after dbState) error {
 	if err != nil {
 		return err
 	}
+	judgeLost(res, acks, killAt, snap)
+	if err := judgeEffects(res, p.witness, snap); err != nil {
+		return err
+	}
+	judgeRuns(res, snap, after)
+	return nil
+}
+
+// judgeLost lists the acknowledged admissions the restored database lacks,
+// with those acknowledged longer before the kill than the bounds allow.
+func judgeLost(res *Result, acks map[string]time.Time, killAt time.Time, snap dbState) {
 	res.Acked = len(acks)
 	keys := make([]string, 0, len(acks))
 	for k := range acks {
@@ -126,9 +137,15 @@ func judge(res *Result, p paths, killAt time.Time, snap, after dbState) error {
 			res.LostBeyondStatus = append(res.LostBeyondStatus, fmt.Sprintf("%s (acknowledged %v before the kill)", k, age.Round(time.Millisecond)))
 		}
 	}
+}
 
+// judgeEffects holds every effect body execution in the witness, before
+// the kill (the child) and after the restore (this process), against the
+// effect records the restore holds: a replicated completed effect ran once
+// and never again, a replicated started one at most once.
+func judgeEffects(res *Result, witnessPath string, snap dbState) error {
 	child, parent := map[string]int{}, map[string]int{}
-	lines, err := crashtest.ReadLines(p.witness)
+	lines, err := crashtest.ReadLines(witnessPath)
 	if err != nil {
 		return err
 	}
@@ -183,6 +200,13 @@ func judge(res *Result, p paths, killAt time.Time, snap, after dbState) error {
 			}
 		}
 	}
+	return nil
+}
+
+// judgeRuns checks that every run of the drained database is terminal and
+// that a run is fenced exactly when the restore holds a started effect of
+// it.
+func judgeRuns(res *Result, snap, after dbState) {
 	for id, r := range after.runs {
 		switch r.status {
 		case "completed", "errored", "dead-letter":
@@ -203,7 +227,6 @@ func judge(res *Result, p paths, killAt time.Time, snap, after dbState) error {
 	sort.Strings(res.BadFences)
 	sort.Strings(res.NotTerminal)
 	res.CompletedTwice = after.twice
-	return nil
 }
 
 // ReadAcks reads a child's acknowledged admissions (AcksPath): key →

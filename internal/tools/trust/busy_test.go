@@ -78,88 +78,21 @@ func TestZeroBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, _ := yella.New(yella.Config{Store: st, Concurrency: 50, Retention: 2 * time.Second, RetentionInterval: 500 * time.Millisecond})
-	eng.Register(yella.Process{Name: "work", On: "ev", Run: func(c *yella.Ctx) yella.Result {
-		v, err := yella.Effect(c, "e", func(context.Context) (int, error) { time.Sleep(time.Millisecond); return 1, nil })
-		if err != nil {
-			return c.Error(err)
-		}
-		c.SetContext("v", v)
-		return c.OK(v, yella.Then("next"))
-	}})
-	eng.Register(yella.Process{Name: "next", On: "next", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
-	var busyN, otherN, reads, emits atomic.Int64
-	var mu sync.Mutex
-	var first []string
-	note := func(where string, err error) {
-		if err == nil {
-			return
-		}
-		if busy(err) {
-			busyN.Add(1)
-		} else {
-			otherN.Add(1)
-		}
-		mu.Lock()
-		if len(first) < 3 {
-			first = append(first, where+": "+err.Error())
-		}
-		mu.Unlock()
-	}
-	eng.Subscribe(func(ev yella.Event) {
-		if ev.Type == yella.InternalError {
-			note("internal "+ev.Context, errors.New(ev.Error))
-		}
-	})
+	var errs busyTally
+	eng := busyEngine(st, &errs)
 	ctx := context.Background()
 	if err := eng.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var readerBusy atomic.Int64
-	wg.Add(1)
-	go func() { defer wg.Done(); longReader(db, stop, &readerBusy) }()
+	var readerBusy, reads, emits atomic.Int64
+	wg.Go(func() { longReader(db, stop, &readerBusy) })
 	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(time.Millisecond):
-				}
-				_, err := eng.Emit(ctx, "ev", map[string]string{"pad": strings.Repeat("x", 200)})
-				note("emit", err)
-				emits.Add(1)
-			}
-		}()
+		wg.Go(func() { busyEmitter(ctx, eng, &errs, &emits, stop) })
 	}
 	for range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				p, err := eng.Runs(ctx, yella.RunQuery{Limit: 100, WithTotal: true})
-				note("runs", err)
-				if len(p.Runs) > 0 {
-					if _, err := eng.Chain(ctx, p.Runs[len(p.Runs)-1].ID); !errors.Is(err, yella.ErrRunNotFound) {
-						note("chain", err)
-					}
-				}
-				_, err = eng.Runs(ctx, yella.RunQuery{Status: []yella.Status{yella.StatusErrored, yella.StatusDead, yella.StatusFenced}, Limit: 50})
-				note("runs by status", err)
-				_, err = eng.Observability(ctx, yella.ObservabilityQuery{})
-				note("observability", err)
-				reads.Add(1)
-			}
-		}()
+		wg.Go(func() { busyReader(ctx, eng, &errs, &reads, stop) })
 	}
 	var peakWAL int64
 	deadline := time.Now().Add(d)
@@ -173,17 +106,17 @@ func TestZeroBusy(t *testing.T) {
 	wg.Wait()
 	dctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	note("drain", eng.Drain(dctx))
+	errs.note("drain", eng.Drain(dctx))
 	eng.Stop(ctx)
 	m, _ := eng.Metrics(ctx)
 	st.Close()
-	r.check(t, "0 BUSY/LOCKED errors reach the engine or its callers", busyN.Load() == 0, "%d (first: %v)", busyN.Load(), first)
-	r.check(t, "0 other errors", otherN.Load() == 0, "%d (first: %v)", otherN.Load(), first)
+	r.check(t, "0 BUSY/LOCKED errors reach the engine or its callers", errs.busy.Load() == 0, "%d (first: %v)", errs.busy.Load(), errs.first)
+	r.check(t, "0 other errors", errs.other.Load() == 0, "%d (first: %v)", errs.other.Load(), errs.first)
 	r.check(t, "the long reader never saw BUSY", readerBusy.Load() == 0, "%d", readerBusy.Load())
 	r.check(t, "WAL stays under 64 MiB despite the long reader", peakWAL < 64<<20, "peak %.1f MiB", float64(peakWAL)/(1<<20))
 	r.check(t, "the load exercised completions and retention", m.Totals.Completed > 0 && m.Queue[yella.StatusCompleted] < m.Totals.Completed,
 		"%d completed, %d still stored", m.Totals.Completed, m.Queue[yella.StatusCompleted])
-	r.figure("busy_errors", float64(busyN.Load()))
+	r.figure("busy_errors", float64(errs.busy.Load()))
 	r.figure("emits", float64(emits.Load()))
 	r.figure("runs_completed", float64(m.Totals.Completed))
 	r.figure("read_rounds", float64(reads.Load()))
@@ -196,6 +129,89 @@ func TestZeroBusy(t *testing.T) {
 		"%d BUSY of %d transactions", ctrl.busy, ctrl.txs)
 	r.figure("control_busy_errors", float64(ctrl.busy))
 	r.figure("control_transactions", float64(ctrl.txs))
+}
+
+// busyTally counts the errors TestZeroBusy's load meets, BUSY or LOCKED
+// apart from the others, and keeps the first three.
+type busyTally struct {
+	busy, other atomic.Int64
+	mu          sync.Mutex
+	first       []string
+}
+
+func (e *busyTally) note(where string, err error) {
+	if err == nil {
+		return
+	}
+	if busy(err) {
+		e.busy.Add(1)
+	} else {
+		e.other.Add(1)
+	}
+	e.mu.Lock()
+	if len(e.first) < 3 {
+		e.first = append(e.first, where+": "+err.Error())
+	}
+	e.mu.Unlock()
+}
+
+// busyEngine is TestZeroBusy's engine on st: short retention and a chain
+// of two processes, the first with an effect; internal errors go to errs.
+func busyEngine(st *sqlitestore.Store, errs *busyTally) *yella.Engine {
+	eng, _ := yella.New(yella.Config{Store: st, Concurrency: 50, Retention: 2 * time.Second, RetentionInterval: 500 * time.Millisecond})
+	eng.Register(yella.Process{Name: "work", On: "ev", Run: func(c *yella.Ctx) yella.Result {
+		v, err := yella.Effect(c, "e", func(context.Context) (int, error) { time.Sleep(time.Millisecond); return 1, nil })
+		if err != nil {
+			return c.Error(err)
+		}
+		c.SetContext("v", v)
+		return c.OK(v, yella.Then("next"))
+	}})
+	eng.Register(yella.Process{Name: "next", On: "next", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+	eng.Subscribe(func(ev yella.Event) {
+		if ev.Type == yella.InternalError {
+			errs.note("internal "+ev.Context, errors.New(ev.Error))
+		}
+	})
+	return eng
+}
+
+// busyEmitter emits about once a millisecond until stop closes.
+func busyEmitter(ctx context.Context, eng *yella.Engine, errs *busyTally, emits *atomic.Int64, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Millisecond):
+		}
+		_, err := eng.Emit(ctx, "ev", map[string]string{"pad": strings.Repeat("x", 200)})
+		errs.note("emit", err)
+		emits.Add(1)
+	}
+}
+
+// busyReader reads as an operator's tools do (listings, a chain,
+// observability) until stop closes.
+func busyReader(ctx context.Context, eng *yella.Engine, errs *busyTally, reads *atomic.Int64, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		p, err := eng.Runs(ctx, yella.RunQuery{Limit: 100, WithTotal: true})
+		errs.note("runs", err)
+		if len(p.Runs) > 0 {
+			if _, err := eng.Chain(ctx, p.Runs[len(p.Runs)-1].ID); !errors.Is(err, yella.ErrRunNotFound) {
+				errs.note("chain", err)
+			}
+		}
+		_, err = eng.Runs(ctx, yella.RunQuery{Status: []yella.Status{yella.StatusErrored, yella.StatusDead, yella.StatusFenced}, Limit: 50})
+		errs.note("runs by status", err)
+		_, err = eng.Observability(ctx, yella.ObservabilityQuery{})
+		errs.note("observability", err)
+		reads.Add(1)
+	}
 }
 
 type control struct{ busy, txs int64 }

@@ -50,10 +50,10 @@ type modelRun struct {
 	key      string
 	plan     []outcome // outcome of execution i; succeed after the plan
 	execs    int
-	status   store.Status
+	status   yella.Status
 	attempts int
 	retryAt  time.Time // when idle and waiting for a retry
-	code     string
+	code     yella.Code
 }
 
 type model struct {
@@ -74,14 +74,14 @@ func (m *model) execute(r *modelRun) {
 	r.retryAt, r.code = time.Time{}, ""
 	switch o {
 	case succeed:
-		r.status = store.StatusCompleted
+		r.status = yella.StatusCompleted
 	case permanent:
-		r.status = store.StatusErrored
+		r.status = yella.StatusErrored
 	case retryable:
 		if r.attempts <= m.maxRetries {
-			r.status, r.retryAt = store.StatusIdle, m.now.Add(yella.Exponential(modelBase)(r.attempts))
+			r.status, r.retryAt = yella.StatusIdle, m.now.Add(yella.Exponential(modelBase)(r.attempts))
 		} else {
-			r.status = store.StatusDead
+			r.status = yella.StatusDead
 		}
 	}
 }
@@ -90,21 +90,21 @@ func (m *model) execute(r *modelRun) {
 // at least a second, so a run cannot come due twice within one action.
 func (m *model) due() {
 	for _, id := range m.order {
-		if r := m.runs[id]; r.status == store.StatusIdle && !r.retryAt.After(m.now) {
+		if r := m.runs[id]; r.status == yella.StatusIdle && !r.retryAt.After(m.now) {
 			m.execute(r)
 		}
 	}
 }
 
 // allowed is the graph of status transitions a timeline may show.
-var allowed = map[store.Status][]store.Status{
-	"":                    {store.StatusIdle},
-	store.StatusIdle:      {store.StatusRunning, store.StatusCancelled},
-	store.StatusRunning:   {store.StatusCompleted, store.StatusErrored, store.StatusIdle, store.StatusDead},
-	store.StatusErrored:   {store.StatusIdle},
-	store.StatusDead:      {store.StatusIdle},
-	store.StatusCancelled: {store.StatusIdle},
-	store.StatusCompleted: {},
+var allowed = map[yella.Status][]yella.Status{
+	"":                    {yella.StatusIdle},
+	yella.StatusIdle:      {yella.StatusRunning, yella.StatusCancelled},
+	yella.StatusRunning:   {yella.StatusCompleted, yella.StatusErrored, yella.StatusIdle, yella.StatusDead},
+	yella.StatusErrored:   {yella.StatusIdle},
+	yella.StatusDead:      {yella.StatusIdle},
+	yella.StatusCancelled: {yella.StatusIdle},
+	yella.StatusCompleted: {},
 }
 
 // harness is the real engine the model is compared with.
@@ -229,150 +229,189 @@ func modelMachine(kind string, steps *int) func(*rapid.T) {
 		defer h.close()
 		m := &model{maxRetries: rapid.IntRange(0, 3).Draw(t, "maxRetries"), now: start, runs: map[string]*modelRun{}}
 		h.open(t, m.maxRetries)
-		ctx := context.Background()
-		pick := func(t *rapid.T, want func(*modelRun) bool) (string, *modelRun) {
-			var ids []string
-			for _, id := range m.order {
-				if want == nil || want(m.runs[id]) {
-					ids = append(ids, id)
-				}
-			}
-			if len(ids) == 0 {
-				t.Skip("no run to act on")
-			}
-			id := rapid.SampledFrom(ids).Draw(t, "run")
-			return id, m.runs[id]
-		}
-		// expectState checks an operator call refused on a run in the
-		// wrong state.
-		expectState := func(t *rapid.T, op string, err error) {
-			if yella.CodeOf(err) != errStateCode {
-				t.Fatalf("%s on a run in the wrong state: %v, want %s", op, err, errStateCode)
-			}
-		}
+		s := &modelSteps{h: h, m: m, ctx: context.Background(), steps: steps}
 		t.Repeat(map[string]func(*rapid.T){
-			"Admit": func(t *rapid.T) {
-				plan := rapid.SliceOfN(rapid.SampledFrom([]outcome{succeed, retryable, permanent}), 0, 6).Draw(t, "plan")
-				key := "r-" + strconv.Itoa(len(m.order))
-				h.mu.Lock()
-				h.plans[key] = plan
-				h.mu.Unlock()
-				em, err := h.eng.Emit(ctx, "ev", map[string]string{"key": key}, yella.IdempotencyKey(key))
-				if err != nil || len(em.Runs) != 1 {
-					t.Fatalf("emit: %v %v", em, err)
-				}
-				r := &modelRun{key: key, plan: plan, status: store.StatusIdle}
-				m.runs[em.Runs[0]] = r
-				m.order = append(m.order, em.Runs[0])
-				m.execute(r)
-			},
-			"AdmitAgain": func(t *rapid.T) {
-				// The same idempotency key admits nothing new.
-				_, r := pick(t, nil)
-				em, err := h.eng.Emit(ctx, "ev", map[string]string{"key": r.key}, yella.IdempotencyKey(r.key))
-				if err != nil || len(em.Runs) != 0 || len(em.Existing) != 1 {
-					t.Fatalf("re-emit of %s: %+v %v, want one existing run", r.key, em, err)
-				}
-			},
-			"AdvanceClock": func(t *rapid.T) {
-				// Time moves in steps from one due retry to the next, each
-				// settled, as the wall clock would: a retry due at t runs
-				// at t, not at the end of the jump.
-				target := m.now.Add(time.Duration(rapid.IntRange(0, 10).Draw(t, "seconds")) * time.Second)
-				for {
-					next := target
-					for _, r := range m.runs {
-						if r.status == store.StatusIdle && r.retryAt.Before(next) {
-							next = r.retryAt
-						}
-					}
-					m.now = next
-					h.clk.Set(next)
-					m.due()
-					if next.Equal(target) {
-						return
-					}
-					h.settle(t)
-				}
-			},
-			"Cancel": func(t *rapid.T) {
-				id, r := pick(t, nil)
-				_, err := h.eng.Cancel(ctx, id)
-				if r.status != store.StatusIdle {
-					expectState(t, "cancel", err)
-					return
-				}
-				if err != nil {
-					t.Fatalf("cancel an idle run: %v", err)
-				}
-				// Cancel beats the pending retry.
-				r.status, r.retryAt, r.code = store.StatusCancelled, time.Time{}, string(yella.CodeCancelled)
-			},
-			"Retry": func(t *rapid.T) {
-				id, r := pick(t, nil)
-				_, err := h.eng.Retry(ctx, id)
-				if r.status != store.StatusErrored && r.status != store.StatusDead && r.status != store.StatusCancelled {
-					expectState(t, "retry", err)
-					return
-				}
-				if err != nil {
-					t.Fatalf("retry: %v", err)
-				}
-				r.status, r.code = store.StatusIdle, ""
-				m.execute(r) // due at once; attempts are kept
-			},
-			"RequeueDead": func(t *rapid.T) {
-				id, r := pick(t, nil)
-				_, err := h.eng.RequeueDead(ctx, id)
-				if r.status != store.StatusDead {
-					expectState(t, "requeue", err)
-					return
-				}
-				if err != nil {
-					t.Fatalf("requeue: %v", err)
-				}
-				r.status, r.attempts, r.code = store.StatusIdle, 0, ""
-				m.execute(r)
-			},
-			"Crash": func(t *rapid.T) {
-				h.crash(t, m.maxRetries)
-			},
-			"": func(t *rapid.T) {
-				*steps++
-				h.settle(t)
-				for _, id := range m.order {
-					want := m.runs[id]
-					got, err := h.eng.Run(ctx, id)
-					if err != nil {
-						t.Fatalf("run %s: %v", id, err)
-					}
-					h.mu.Lock()
-					execs := h.execs[want.key]
-					h.mu.Unlock()
-					if got.Status != want.status || got.Attempts != want.attempts || execs != want.execs {
-						t.Fatalf("run %s (%s, plan %v): engine %s attempts %d executions %d; model %s attempts %d executions %d",
-							id, want.key, want.plan, got.Status, got.Attempts, execs, want.status, want.attempts, want.execs)
-					}
-					if want.status == store.StatusIdle && !got.RetryAt.Equal(want.retryAt) {
-						t.Fatalf("run %s: retry at %v, model %v (backoff after attempt %d)", id, got.RetryAt, want.retryAt, want.attempts)
-					}
-					if want.code != "" && got.ErrorCode != want.code {
-						t.Fatalf("run %s: code %q, model %q", id, got.ErrorCode, want.code)
-					}
-					tl, err := h.eng.Timeline(ctx, id)
-					if err != nil {
-						t.Fatalf("timeline %s: %v", id, err)
-					}
-					prev := store.Status("")
-					for _, e := range tl {
-						if !slices.Contains(allowed[prev], e.Status) {
-							t.Fatalf("run %s: transition %q → %q (%s) is not allowed", id, prev, e.Status, e.Note)
-						}
-						prev = e.Status
-					}
-				}
-			},
+			"Admit":        s.admit,
+			"AdmitAgain":   s.admitAgain,
+			"AdvanceClock": s.advanceClock,
+			"Cancel":       s.cancel,
+			"Retry":        s.retry,
+			"RequeueDead":  s.requeueDead,
+			"Crash":        s.crash,
+			"":             s.check,
 		})
+	}
+}
+
+// modelSteps are the state machine's actions: each acts on the engine
+// (through the harness) and on the model alike; check compares them.
+type modelSteps struct {
+	h     *harness
+	m     *model
+	ctx   context.Context
+	steps *int // checks made, for the figures
+}
+
+// pick draws a run of the model that want accepts (nil: any), skipping
+// the step when there is none.
+func (s *modelSteps) pick(t *rapid.T, want func(*modelRun) bool) (string, *modelRun) {
+	var ids []string
+	for _, id := range s.m.order {
+		if want == nil || want(s.m.runs[id]) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		t.Skip("no run to act on")
+	}
+	id := rapid.SampledFrom(ids).Draw(t, "run")
+	return id, s.m.runs[id]
+}
+
+// expectState checks an operator call refused on a run in the wrong
+// state.
+func (s *modelSteps) expectState(t *rapid.T, op string, err error) {
+	if yella.CodeOf(err) != errStateCode {
+		t.Fatalf("%s on a run in the wrong state: %v, want %s", op, err, errStateCode)
+	}
+}
+
+// admit admits a run with a drawn plan of attempt outcomes.
+func (s *modelSteps) admit(t *rapid.T) {
+	plan := rapid.SliceOfN(rapid.SampledFrom([]outcome{succeed, retryable, permanent}), 0, 6).Draw(t, "plan")
+	key := "r-" + strconv.Itoa(len(s.m.order))
+	s.h.mu.Lock()
+	s.h.plans[key] = plan
+	s.h.mu.Unlock()
+	em, err := s.h.eng.Emit(s.ctx, "ev", map[string]string{"key": key}, yella.IdempotencyKey(key))
+	if err != nil || len(em.Runs) != 1 {
+		t.Fatalf("emit: %v %v", em, err)
+	}
+	r := &modelRun{key: key, plan: plan, status: yella.StatusIdle}
+	s.m.runs[em.Runs[0]] = r
+	s.m.order = append(s.m.order, em.Runs[0])
+	s.m.execute(r)
+}
+
+// admitAgain emits a run's idempotency key again: nothing new is admitted.
+func (s *modelSteps) admitAgain(t *rapid.T) {
+	// The same idempotency key admits nothing new.
+	_, r := s.pick(t, nil)
+	em, err := s.h.eng.Emit(s.ctx, "ev", map[string]string{"key": r.key}, yella.IdempotencyKey(r.key))
+	if err != nil || len(em.Runs) != 0 || len(em.Existing) != 1 {
+		t.Fatalf("re-emit of %s: %+v %v, want one existing run", r.key, em, err)
+	}
+}
+
+// advanceClock moves the clock up to 10 s on.
+func (s *modelSteps) advanceClock(t *rapid.T) {
+	// Time moves in steps from one due retry to the next, each
+	// settled, as the wall clock would: a retry due at t runs
+	// at t, not at the end of the jump.
+	target := s.m.now.Add(time.Duration(rapid.IntRange(0, 10).Draw(t, "seconds")) * time.Second)
+	for {
+		next := target
+		for _, r := range s.m.runs {
+			if r.status == yella.StatusIdle && r.retryAt.Before(next) {
+				next = r.retryAt
+			}
+		}
+		s.m.now = next
+		s.h.clk.Set(next)
+		s.m.due()
+		if next.Equal(target) {
+			return
+		}
+		s.h.settle(t)
+	}
+}
+
+// cancel cancels a run: an idle one only.
+func (s *modelSteps) cancel(t *rapid.T) {
+	id, r := s.pick(t, nil)
+	_, err := s.h.eng.Cancel(s.ctx, id)
+	if r.status != yella.StatusIdle {
+		s.expectState(t, "cancel", err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("cancel an idle run: %v", err)
+	}
+	// Cancel beats the pending retry.
+	r.status, r.retryAt, r.code = yella.StatusCancelled, time.Time{}, yella.CodeCancelled
+}
+
+// retry retries a run: an errored, dead or cancelled one only.
+func (s *modelSteps) retry(t *rapid.T) {
+	id, r := s.pick(t, nil)
+	_, err := s.h.eng.Retry(s.ctx, id)
+	if r.status != yella.StatusErrored && r.status != yella.StatusDead && r.status != yella.StatusCancelled {
+		s.expectState(t, "retry", err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	r.status, r.code = yella.StatusIdle, ""
+	s.m.execute(r) // due at once; attempts are kept
+}
+
+// requeueDead requeues a run: a dead one only.
+func (s *modelSteps) requeueDead(t *rapid.T) {
+	id, r := s.pick(t, nil)
+	_, err := s.h.eng.RequeueDead(s.ctx, id)
+	if r.status != yella.StatusDead {
+		s.expectState(t, "requeue", err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("requeue: %v", err)
+	}
+	r.status, r.attempts, r.code = yella.StatusIdle, 0, ""
+	s.m.execute(r)
+}
+
+// crash crashes the engine and opens it again on the same store.
+func (s *modelSteps) crash(t *rapid.T) {
+	s.h.crash(t, s.m.maxRetries)
+}
+
+// check settles the engine and holds every run against the model: status,
+// attempts, handler executions, retry time, error code, and a timeline of
+// allowed transitions only.
+func (s *modelSteps) check(t *rapid.T) {
+	*s.steps++
+	s.h.settle(t)
+	for _, id := range s.m.order {
+		want := s.m.runs[id]
+		got, err := s.h.eng.Run(s.ctx, id)
+		if err != nil {
+			t.Fatalf("run %s: %v", id, err)
+		}
+		s.h.mu.Lock()
+		execs := s.h.execs[want.key]
+		s.h.mu.Unlock()
+		if got.Status != want.status || got.Attempts != want.attempts || execs != want.execs {
+			t.Fatalf("run %s (%s, plan %v): engine %s attempts %d executions %d; model %s attempts %d executions %d",
+				id, want.key, want.plan, got.Status, got.Attempts, execs, want.status, want.attempts, want.execs)
+		}
+		if want.status == yella.StatusIdle && !got.RetryAt.Equal(want.retryAt) {
+			t.Fatalf("run %s: retry at %v, model %v (backoff after attempt %d)", id, got.RetryAt, want.retryAt, want.attempts)
+		}
+		if want.code != "" && got.ErrorCode != want.code {
+			t.Fatalf("run %s: code %q, model %q", id, got.ErrorCode, want.code)
+		}
+		tl, err := s.h.eng.Timeline(s.ctx, id)
+		if err != nil {
+			t.Fatalf("timeline %s: %v", id, err)
+		}
+		prev := yella.Status("")
+		for _, e := range tl {
+			if !slices.Contains(allowed[prev], e.Status) {
+				t.Fatalf("run %s: transition %q → %q (%s) is not allowed", id, prev, e.Status, e.Note)
+			}
+			prev = e.Status
+		}
 	}
 }
 

@@ -125,7 +125,7 @@ func init() {
 			return c.OK(charge + " " + note)
 		}})
 		eng.Subscribe(func(ev yella.Event) {
-			if ev.Type == yella.EffectComplete && ev.EffectKey == "str:charge" && args["crash"] == "after-charge-complete" {
+			if ev.Type == yella.EffectCompleted && ev.EffectKey == "str:charge" && args["crash"] == "after-charge-complete" {
 				die() // the charge is recorded; the run is not finished
 			}
 		})
@@ -231,7 +231,7 @@ func TestEffectSink(t *testing.T) {
 	runSinkEngine(t, map[string]string{"db": db, "sink": srv.URL})
 	run, _ := runOf(t, db, id)
 	calls, _ := sk.count("/charge")
-	r.check(t, "(a) charge cut off by a kill is fenced", run.Status == yella.StatusFenced && run.ErrorCode == string(yella.CodeEffectFenced), "status %s, code %s", run.Status, run.ErrorCode)
+	r.check(t, "(a) charge cut off by a kill is fenced", run.Status == yella.StatusFenced && run.ErrorCode == yella.CodeEffectFenced, "status %s, code %s", run.Status, run.ErrorCode)
 	r.check(t, "(a) the sink saw exactly one charge", calls == 1, "%d charge calls", calls)
 
 	// (d) An operator who checked the charge went through records it; the

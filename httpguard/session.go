@@ -112,7 +112,7 @@ var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 <body style="font-family: system-ui, sans-serif; max-width: 24rem; margin: 4rem auto; padding: 0 1rem">
 <h1>Yella</h1>
 {{if .Error}}<p role="alert"><strong>{{.Error}}</strong></p>{{end}}
-<form method="post" action="/login">
+<form method="post" action="{{.Action}}">
 <input type="hidden" name="next" value="{{.Next}}">
 <label for="token">Access token</label><br>
 <input id="token" name="token" type="password" autocomplete="current-password" required style="width: 100%">
@@ -120,8 +120,8 @@ var loginPage = template.Must(template.New("login").Parse(`<!doctype html>
 </form></body></html>
 `))
 
-// safeNext is where a sign-in goes back to: next when it is a path on this
-// site, else "/". Browsers read "//host" and "/\host" (a backslash is a
+// safeNext is where a sign-in goes back to, under the prefix: next when it
+// is a path on this site, else "/". Browsers read "//host" and "/\host" (a backslash is a
 // slash to them, and tabs and newlines are dropped) as another site.
 func safeNext(next string) string {
 	if next == "" || len(next) > 2048 || next[0] != '/' || strings.ContainsAny(next, "\\\t\r\n") {
@@ -140,7 +140,7 @@ func safeNext(next string) string {
 }
 
 func (g *Guard) sessionCookie(r *http.Request, id string, maxAge int) *http.Cookie {
-	return &http.Cookie{Name: SessionCookie, Value: id, Path: "/", MaxAge: maxAge, HttpOnly: true,
+	return &http.Cookie{Name: SessionCookie, Value: id, Path: g.opts.Prefix + "/", MaxAge: maxAge, HttpOnly: true,
 		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode}
 }
 
@@ -151,7 +151,7 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 	next := safeNext(r.FormValue("next"))
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
 	w.Header().Set("Cache-Control", "no-store")
-	data := struct{ Next, Error string }{Next: next}
+	data := struct{ Action, Next, Error string }{Action: g.opts.Prefix + "/login", Next: next}
 	status := http.StatusOK
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -177,7 +177,7 @@ func (g *Guard) login(w http.ResponseWriter, r *http.Request) {
 			id, name := g.sessions.start(now)
 			g.opts.Logger.Info("signed in", "who", name, "remote", r.RemoteAddr)
 			http.SetCookie(w, g.sessionCookie(r, id, int(g.opts.SessionMaxAge/time.Second)))
-			http.Redirect(w, r, next, http.StatusSeeOther)
+			http.Redirect(w, r, g.opts.Prefix+next, http.StatusSeeOther)
 			return
 		}
 		g.opts.Logger.Info("sign-in failed: wrong token", "remote", r.RemoteAddr)
@@ -206,5 +206,5 @@ func (g *Guard) logout(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.SetCookie(w, g.sessionCookie(r, "", -1))
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	http.Redirect(w, r, g.opts.Prefix+"/login", http.StatusSeeOther)
 }

@@ -1,10 +1,16 @@
 // Package httpguard is the security layer in front of Yella's HTTP surface
-// (the JSON API, the dashboard and the metrics endpoint): a Host allowlist
-// against DNS rebinding, authentication (a bearer token compared in
-// constant time for programs; for browsers a sign-in form that starts a
-// server-side session whose random id travels in an HttpOnly cookie, never
-// the token itself; never a URL parameter), throttled sign-in, same-origin
-// protection on every mutation, a request body limit and security headers.
+// (the JSON API of package httpapi, the dashboard and the metrics
+// endpoint): a Host allowlist against DNS rebinding, authentication (a
+// bearer token compared in constant time for programs; for browsers a
+// sign-in form that starts a server-side session whose random id travels
+// in an HttpOnly cookie, never the token itself; never a URL parameter),
+// throttled sign-in, same-origin protection on every mutation, a request
+// body limit and security headers.
+//
+// The yella command puts it in front of everything it serves. A program
+// that embeds the API and the dashboard in its own server puts it in front
+// of them the same way, under a path of its choice (Options.Prefix); the
+// package depends on the standard library only.
 //
 // Handlers behind the guard learn who made a request with Actor, to log
 // what each operator changed.
@@ -61,6 +67,15 @@ type Options struct {
 	// Open lists more paths served without a token (exact matches) besides
 	// HealthPath.
 	Open []string
+	// Prefix is the path the guarded handler is mounted under when the
+	// server strips it first (http.StripPrefix("/yella", guard.Handler(h))):
+	// the guard matches its paths (/login, /logout, HealthPath, Open)
+	// without it, and puts it in front of every address it sends a browser
+	// to (the sign-in form, its redirects) and on the session cookie's
+	// path, so the session is not sent to the rest of the site. It must be
+	// "" (mounted at the root, the default) or a path such as "/yella"; a
+	// trailing slash is dropped.
+	Prefix string
 	// SessionIdle signs a browser out after this long without a request.
 	// Defaults to DefaultSessionIdle (12h).
 	SessionIdle time.Duration
@@ -124,6 +139,10 @@ func New(opts Options) (*Guard, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	opts.Prefix = strings.TrimSuffix(opts.Prefix, "/")
+	if opts.Prefix != "" && (safeNext(opts.Prefix) != opts.Prefix || strings.ContainsAny(opts.Prefix, "?#%\"'<> ")) {
+		return nil, fmt.Errorf("httpguard: Prefix must be a path such as /yella, got %q", opts.Prefix)
+	}
 	g := &Guard{opts: opts, hosts: map[string]bool{}, cop: http.NewCrossOriginProtection(),
 		sessions: newSessions(opts.MaxSessions, opts.SessionIdle, opts.SessionMaxAge),
 		clients:  newLimiter(opts.LoginPerClient, maxClients), global: newLimiter(opts.LoginGlobal, 1)}
@@ -173,7 +192,8 @@ func CheckToken(t string) error {
 }
 
 // Handler returns h behind the guard, with the sign-in page at /login and
-// sign-out at POST /logout when a token is set.
+// sign-out at POST /logout when a token is set (under Options.Prefix as the
+// browser sees them).
 func (g *Guard) Handler(h http.Handler) http.Handler {
 	inner := g.cop.Handler(h)
 	login := g.cop.Handler(http.HandlerFunc(g.login))
@@ -213,7 +233,7 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 			actor = "anonymous"
 		case actor == "":
 			if wantsHTML(r) {
-				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+				http.Redirect(w, r, g.opts.Prefix+"/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="yella"`)

@@ -384,3 +384,67 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefix: a guard mounted under a prefix that the server strips sends
+// the browser only to addresses under the prefix (the sign-in redirect, its
+// form, the page after signing in and after signing out) and scopes the
+// session cookie to it.
+func TestPrefix(t *testing.T) {
+	g, err := New(Options{Token: tok, Prefix: "/yella/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	site := http.NewServeMux()
+	site.Handle("/yella/", http.StripPrefix("/yella", g.Handler(echo())))
+	do := func(method, target string, form url.Values, cookie *http.Cookie) *http.Response {
+		t.Helper()
+		var body io.Reader
+		if form != nil {
+			body = strings.NewReader(form.Encode())
+		}
+		r := httptest.NewRequest(method, target, body)
+		r.Host = "127.0.0.1"
+		r.Header.Set("Accept", "text/html")
+		if form != nil {
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		}
+		if cookie != nil {
+			r.AddCookie(cookie)
+		}
+		w := httptest.NewRecorder()
+		site.ServeHTTP(w, r)
+		return w.Result()
+	}
+	if loc := do("GET", "/yella/runs?status=idle", nil, nil).Header.Get("Location"); loc != "/yella/login?next=%2Fruns%3Fstatus%3Didle" {
+		t.Errorf("signed out: redirected to %q, want the sign-in page under the prefix", loc)
+	}
+	page := do("GET", "/yella/login?next=/runs", nil, nil)
+	if b, _ := io.ReadAll(page.Body); page.StatusCode != 200 || !strings.Contains(string(b), `action="/yella/login"`) {
+		t.Errorf("sign-in page: %d, want its form to post to /yella/login:\n%s", page.StatusCode, b)
+	}
+	in := do("POST", "/yella/login", url.Values{"token": {tok}, "next": {"/runs"}}, nil)
+	if loc := in.Header.Get("Location"); in.StatusCode != http.StatusSeeOther || loc != "/yella/runs" {
+		t.Errorf("signed in: %d to %q, want 303 to /yella/runs", in.StatusCode, loc)
+	}
+	var session *http.Cookie
+	for _, c := range in.Cookies() {
+		if c.Name == SessionCookie {
+			session = c
+		}
+	}
+	if session == nil || session.Path != "/yella/" {
+		t.Fatalf("session cookie %+v, want one with path /yella/", session)
+	}
+	if res := do("GET", "/yella/runs", nil, session); res.StatusCode != 200 || res.Header.Get("X-Actor") == "" {
+		t.Errorf("with the session: %d, actor %q", res.StatusCode, res.Header.Get("X-Actor"))
+	}
+	out := do("POST", "/yella/logout", url.Values{}, session)
+	if loc := out.Header.Get("Location"); out.StatusCode != http.StatusSeeOther || loc != "/yella/login" {
+		t.Errorf("signed out: %d to %q, want 303 to /yella/login", out.StatusCode, loc)
+	}
+	for _, bad := range []string{"yella", "//evil.example", "/a b", "/a?b"} {
+		if _, err := New(Options{Prefix: bad}); err == nil {
+			t.Errorf("Prefix %q accepted", bad)
+		}
+	}
+}
