@@ -507,6 +507,9 @@ func (e *Engine) prune() {
 		}
 		req.ObservabilityBefore = time.Time{}
 	}
+	if c, ok := e.store.(store.RollupCompactor); ok {
+		e.compactRollups(c, now)
+	}
 	if e.cfg.KeyRetention <= 0 {
 		return
 	}
@@ -514,6 +517,23 @@ func (e *Engine) prune() {
 		n, err := e.store.PruneKeys(e.io, now.Add(-e.cfg.KeyRetention), e.cfg.RetentionBatch)
 		if err != nil {
 			e.internalError("key retention", err)
+			return
+		}
+		if n < e.cfg.RetentionBatch {
+			return
+		}
+	}
+}
+
+// compactRollups merges the rollup rows that the nodes of a shared store
+// each wrote for one process and bucket, in buckets every live node has
+// flushed (closed for two flush intervals), a bounded number per sweep.
+func (e *Engine) compactRollups(c store.RollupCompactor, now time.Time) {
+	before := now.Add(-e.cfg.ObservabilityBucket - 2*e.cfg.FlushInterval).Truncate(e.cfg.ObservabilityBucket)
+	for range 10 {
+		n, err := c.CompactRollups(e.io, before, e.cfg.RetentionBatch, obs.MergeRollups)
+		if err != nil {
+			e.internalError("rollup compaction", err)
 			return
 		}
 		if n < e.cfg.RetentionBatch {

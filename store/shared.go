@@ -101,3 +101,15 @@ const (
 type Admitter interface {
 	Admit(ctx context.Context, a Admission) (AdmitResult, error)
 }
+
+// RollupCompactor is implemented by a store where several engines add
+// rollups for the same process and bucket (a shared store: one row per
+// node per bucket). CompactRollups replaces up to limit groups of rows of
+// one process and bucket, among buckets before before, each by the single
+// rollup merge returns for it, in one transaction: readers see either the
+// rows or their merge. Two engines compacting at once each take rows the
+// other has not locked, so nothing is counted twice; a row added later to
+// a compacted bucket is merged by a later call.
+type RollupCompactor interface {
+	CompactRollups(ctx context.Context, before time.Time, limit int, merge func([]Rollup) (Rollup, error)) (groups int, err error)
+}

@@ -271,22 +271,11 @@ func (s *Store) Rollups(ctx context.Context, from, to time.Time) ([]store.Rollup
 	defer rows.Close()
 	var out []store.Rollup
 	for rows.Next() {
-		var bucket int64
-		var process string
-		var counts, hists []byte
-		if err := rows.Scan(&bucket, &process, &counts, &hists); err != nil {
+		r, err := scanRollup(rows)
+		if err != nil {
 			return nil, err
 		}
-		r := store.Rollup{Bucket: time.Unix(0, bucket), Process: process, Counts: map[string]int64{}, Hists: map[string][][]byte{}}
-		if err := json.Unmarshal(counts, &r.Counts); err != nil {
-			return nil, err
-		}
-		if len(hists) > 0 {
-			if err := json.Unmarshal(hists, &r.Hists); err != nil {
-				return nil, err
-			}
-		}
-		if n := len(out); n > 0 && out[n-1].Bucket.Equal(r.Bucket) && out[n-1].Process == process {
+		if n := len(out); n > 0 && out[n-1].Bucket.Equal(r.Bucket) && out[n-1].Process == r.Process {
 			last := &out[n-1]
 			for k, v := range r.Counts {
 				last.Counts[k] += v
@@ -329,24 +318,112 @@ func (s *Store) AddRollups(ctx context.Context, rs []store.Rollup) error {
 	if len(rs) == 0 {
 		return s.readable()
 	}
+	cols, err := rollupColumns(rs)
+	if err != nil {
+		return err
+	}
+	return s.run(ctx, func(w *wtx) error {
+		_, err := w.tx.Exec(w.ctx, s.q.insRollup, cols...)
+		return err
+	})
+}
+
+// rollupColumns encodes rollups as the insert's arrays: buckets,
+// processes, counts and histograms.
+func rollupColumns(rs []store.Rollup) ([]any, error) {
 	buckets, procs := make([]int64, len(rs)), make([]string, len(rs))
 	counts, hists := make([][]byte, len(rs)), make([][]byte, len(rs))
 	for i, r := range rs {
 		c, err := json.Marshal(r.Counts)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		buckets[i], procs[i], counts[i] = r.Bucket.UnixNano(), r.Process, c
 		if len(r.Hists) > 0 {
 			if hists[i], err = json.Marshal(r.Hists); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
-	return s.run(ctx, func(w *wtx) error {
-		_, err := w.tx.Exec(w.ctx, s.q.insRollup, buckets, procs, counts, hists)
-		return err
+	return []any{buckets, procs, counts, hists}, nil
+}
+
+// scanRollup reads one stored rollup row: bucket, process, counts,
+// histograms.
+func scanRollup(row pgx.Row) (store.Rollup, error) {
+	var bucket int64
+	var process string
+	var counts, hists []byte
+	if err := row.Scan(&bucket, &process, &counts, &hists); err != nil {
+		return store.Rollup{}, err
+	}
+	r := store.Rollup{Bucket: time.Unix(0, bucket), Process: process, Counts: map[string]int64{}, Hists: map[string][][]byte{}}
+	if err := json.Unmarshal(counts, &r.Counts); err != nil {
+		return r, err
+	}
+	if len(hists) > 0 {
+		if err := json.Unmarshal(hists, &r.Hists); err != nil {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// CompactRollups merges, in one transaction, the rows of up to limit
+// (process, bucket) groups before before: nodes each add a row per bucket,
+// and a compacted bucket costs one row and one index entry (see
+// store.RollupCompactor).
+func (s *Store) CompactRollups(ctx context.Context, before time.Time, limit int, merge func([]store.Rollup) (store.Rollup, error)) (int, error) {
+	var groups int
+	err := s.run(ctx, func(w *wtx) error {
+		groups = 0
+		rows, err := w.tx.Query(w.ctx, s.q.compactRollups, before.UnixNano(), limit)
+		if err != nil {
+			return err
+		}
+		type group struct {
+			bucket  int64
+			process string
+		}
+		taken := map[group][]store.Rollup{}
+		var order []group
+		for rows.Next() {
+			r, err := scanRollup(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			g := group{r.Bucket.UnixNano(), r.Process}
+			if taken[g] == nil {
+				order = append(order, g)
+			}
+			taken[g] = append(taken[g], r)
+		}
+		if rows.Close(); rows.Err() != nil {
+			return rows.Err()
+		}
+		merged := make([]store.Rollup, 0, len(order))
+		for _, g := range order {
+			m, err := merge(taken[g])
+			if err != nil {
+				return err
+			}
+			merged = append(merged, m)
+		}
+		if len(merged) == 0 {
+			return nil
+		}
+		cols, err := rollupColumns(merged)
+		if err != nil {
+			return err
+		}
+		if _, err := w.tx.Exec(w.ctx, s.q.insRollup, cols...); err != nil {
+			return err
+		}
+		groups = len(merged)
+		return nil
 	})
+	return groups, err
 }
 
 // AddErrors implements store.Store.

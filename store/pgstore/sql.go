@@ -50,7 +50,7 @@ type queries struct {
 	addCounts, idsExist, insRollup, insError                                      string
 	selRun, selChain, selTimeline, selRunTL, selEffects, selPending               string
 	selCounts, selAbandoned, selRollups, selErrors                                string
-	prune, pruneRollups, pruneErrors, pruneKeys                                   string
+	prune, pruneRollups, pruneErrors, pruneKeys, compactRollups                   string
 	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget              string
 	notify                                                                        string
 }
@@ -201,6 +201,15 @@ func newQueries(schema string) queries {
 		e AS (DELETE FROM $S.effects WHERE run_seq IN (SELECT seq FROM v))
 		DELETE FROM $S.runs WHERE seq IN (SELECT seq FROM v) RETURNING seq`)
 	q.pruneRollups = s(`DELETE FROM $S.rollups WHERE id IN (SELECT id FROM $S.rollups WHERE bucket < $1 LIMIT $2)`)
+	// Up to $2 groups (process and bucket) of several rollup rows before
+	// $1, their rows taken out to be merged; rows another node is
+	// compacting are skipped.
+	q.compactRollups = s(`DELETE FROM $S.rollups WHERE id IN (
+			SELECT id FROM $S.rollups WHERE (bucket, process) IN (
+				SELECT bucket, process FROM $S.rollups WHERE bucket < $1
+				GROUP BY bucket, process HAVING count(*) > 1 ORDER BY bucket LIMIT $2)
+			FOR UPDATE SKIP LOCKED)
+		RETURNING bucket, process, counts, hists`)
 	q.pruneErrors = s(`DELETE FROM $S.errors WHERE id IN (SELECT id FROM $S.errors WHERE at < $1 LIMIT $2)`)
 	q.pruneKeys = s(`DELETE FROM $S.pruned_keys WHERE (event, key, process) IN
 		(SELECT event, key, process FROM $S.pruned_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2)`)
