@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -69,6 +70,7 @@ func main() {
 	steady := flag.Duration("steady", 5*time.Minute, "when retention has reached its steady state: sizes then are the baseline")
 	every := flag.Duration("sample", time.Minute, "how often sizes are sampled")
 	jsonOut := flag.String("json", "", "write the samples as JSON to this file")
+	tableSettings := flag.String("table-settings", "", "storage parameters set on the tables runs, effects, timeline and pruned_keys before the load (e.g. autovacuum_vacuum_scale_factor=0.02)")
 	flag.Parse()
 	if *url == "" {
 		fail(`no database: pass -pg-url or set YELLA_PG_URL (eval "$(.ci/postgres)" starts a throwaway one)`)
@@ -76,7 +78,7 @@ func main() {
 	if *rate <= 0 || *duration <= 0 || *steady >= *duration {
 		fail("-rate and -duration must be positive and -steady shorter than -duration")
 	}
-	if err := run(*url, *duration, *rate, *retention, *steady, *every, *jsonOut); err != nil {
+	if err := run(*url, *duration, *rate, *retention, *steady, *every, *jsonOut, *tableSettings); err != nil {
 		fail("%v", err)
 	}
 }
@@ -86,7 +88,7 @@ func fail(format string, args ...any) {
 	os.Exit(1)
 }
 
-func run(url string, duration time.Duration, rate int, retention, steady, every time.Duration, jsonOut string) error {
+func run(url string, duration time.Duration, rate int, retention, steady, every time.Duration, jsonOut, tableSettings string) error {
 	ctx := context.Background()
 	opts := pgstore.Options{Schema: fmt.Sprintf("bloat_%d", time.Now().UnixNano())}
 	st, err := pgstore.Open(ctx, url, opts)
@@ -97,6 +99,13 @@ func run(url string, duration time.Duration, rate int, retention, steady, every 
 		st.Close()
 		pgstore.DropSchema(context.Background(), url, opts)
 	}()
+	if tableSettings != "" {
+		for _, t := range []string{"runs", "effects", "timeline", "pruned_keys"} {
+			if _, err := st.Pool().Exec(ctx, "ALTER TABLE "+st.Schema()+"."+t+" SET ("+tableSettings+")"); err != nil {
+				return fmt.Errorf("-table-settings on %s: %w", t, err)
+			}
+		}
+	}
 	eng, err := yella.New(yella.Config{Store: st, Concurrency: 50, Retention: retention, KeyRetention: retention})
 	if err != nil {
 		return err
@@ -170,8 +179,13 @@ loop:
 	if err != nil {
 		return err
 	}
-	report(os.Stdout, samples, steady, fmt.Sprintf("go run ./internal/tools/pgbloat -duration %s -rate %d -retention %s -steady %s -sample %s",
-		duration, rate, retention, steady, every), version, settings)
+	command := fmt.Sprintf("go run ./internal/tools/pgbloat -duration %s -rate %d -retention %s -steady %s -sample %s",
+		duration, rate, retention, steady, every)
+	if tableSettings != "" {
+		command += fmt.Sprintf(" -table-settings %q", tableSettings)
+		settings += "; tables runs, effects, timeline, pruned_keys: " + tableSettings
+	}
+	report(os.Stdout, samples, steady, command, version, settings)
 	if jsonOut != "" {
 		b, err := json.MarshalIndent(samples, "", "  ")
 		if err != nil {
@@ -289,6 +303,7 @@ func report(out *os.File, samples []sample, steady time.Duration, command, versi
 	}
 	fmt.Fprintf(out, "PostgreSQL store bloat under steady load with retention\n\n")
 	fmt.Fprintf(out, "command:  %s\n", command)
+	fmt.Fprintf(out, "commit:   %s\n", revision())
 	fmt.Fprintf(out, "machine:  %d CPUs (%s), %s/%s; PostgreSQL %s on 127.0.0.1\n", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH, version)
 	fmt.Fprintf(out, "server:   %s\n", settings)
 	fmt.Fprintf(out, "workload: one engine process (fleet 50), one-effect runs under idempotency keys, retention of runs and keys as in the command\n\n")
@@ -351,4 +366,22 @@ func pct(a, b int64) float64 {
 		return 0
 	}
 	return 100 * float64(b-a) / float64(a)
+}
+
+// revision is the commit the tool was built from, as Go records it.
+func revision() string {
+	rev, dirty := "unknown", ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			switch st.Key {
+			case "vcs.revision":
+				rev = st.Value
+			case "vcs.modified":
+				if st.Value == "true" {
+					dirty = " (with uncommitted changes)"
+				}
+			}
+		}
+	}
+	return rev + dirty
 }
