@@ -1,8 +1,9 @@
 // Package httpapi is Yella's JSON HTTP API: runs (filtered, paged), run
 // detail with timeline and effects, chains and traces, processes and the
-// event graph, the nodes sharing the store, emit, the operator actions (retry, requeue, cancel, resume,
-// complete an effect), metrics, observability, and a Server-Sent Events
-// stream of lifecycle events with replay.
+// event graph, the nodes sharing the store, emit, the operator actions
+// (retry, requeue, cancel, resume, complete an effect), metrics,
+// observability, and a Server-Sent Events stream of lifecycle events with
+// replay.
 //
 // Every route lives under /api/. Errors are {"error": {"code", "message"}}
 // with a stable code; statusOf maps them to HTTP statuses in one table.
