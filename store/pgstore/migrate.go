@@ -133,7 +133,7 @@ var ErrNoSchema = errors.New("no Yella schema")
 type schemaState uint8
 
 const (
-	schemaAbsent  schemaState = iota // no such schema, or one without tables: created or filled
+	schemaAbsent  schemaState = iota // no such schema, or an empty one: created or filled
 	schemaYella                      // written by this store (some version)
 	schemaForeign                    // tables of something else: never touched
 )
@@ -154,7 +154,29 @@ func schemaKind(ctx context.Context, conn *pgxpool.Conn, name string) (schemaSta
 		return 0, nil, err
 	}
 	if len(tables) == 0 {
-		return schemaAbsent, nil, nil
+		// No table: absent, or made empty for the store (by an
+		// administrator, for a role that may not create schemas), unless
+		// it holds other objects of something else.
+		var others []string
+		rows, err := conn.Query(ctx, `SELECT kind || ' ' || name FROM (
+			SELECT 'sequence' AS kind, c.relname::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname = $1 AND c.relkind = 'S'
+			UNION ALL SELECT 'function', p.proname::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1
+			UNION ALL SELECT 'type', t.typname::text FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+				WHERE n.nspname = $1 AND t.typtype IN ('c', 'd', 'e', 'r') AND t.typrelid = 0) o ORDER BY 1 LIMIT 6`, name)
+		if err != nil {
+			return 0, nil, err
+		}
+		if others, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return 0, nil, err
+		}
+		if len(others) == 0 {
+			return schemaAbsent, nil, nil
+		}
+		if len(others) == 6 {
+			others[5] = "…"
+		}
+		return schemaForeign, others, nil
 	}
 	has := map[string]bool{}
 	for _, t := range tables {

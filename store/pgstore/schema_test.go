@@ -33,11 +33,12 @@ func TestForeignSchemaUntouched(t *testing.T) {
 			conn.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+n+" CASCADE")
 		}
 	}
-	app, tool, empty, absent := base+"_app", base+"_tool", base+"_empty", base+"_absent"
-	t.Cleanup(func() { drop(app, tool, empty, absent) })
+	app, tool, fn, empty, absent := base+"_app", base+"_tool", base+"_fn", base+"_empty", base+"_absent"
+	t.Cleanup(func() { drop(app, tool, fn, empty, absent) })
 	for _, sql := range []string{
 		"CREATE SCHEMA " + app, "CREATE TABLE " + app + ".customers (id int)", "INSERT INTO " + app + ".customers VALUES (1), (2)",
 		"CREATE SCHEMA " + tool, "CREATE TABLE " + tool + ".schema_version (installed_rank int, version text)",
+		"CREATE SCHEMA " + fn, "CREATE FUNCTION " + fn + ".answer() RETURNS int LANGUAGE sql AS 'SELECT 42'",
 		"CREATE SCHEMA " + empty,
 	} {
 		if _, err := conn.Exec(ctx, sql); err != nil {
@@ -56,6 +57,7 @@ func TestForeignSchemaUntouched(t *testing.T) {
 	for _, c := range []struct{ schema, names, mention string }{
 		{app, "customers", "table customers"},
 		{tool, "schema_version", "not Yella's"},
+		{fn, "", "function answer"},
 	} {
 		s, err := pgstore.Open(ctx, url, pgstore.Options{Schema: c.schema})
 		if err == nil {
