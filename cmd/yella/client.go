@@ -27,9 +27,9 @@ import (
 // with --server, or the database file directly when no process holds it.
 type target struct {
 	db, schema, server, tokenFile, caFile string
-	readOnly, allowHTTP, json     bool
-	fs                            *flagSet
-	stderr                        io.Writer
+	readOnly, allowHTTP, json             bool
+	fs                                    *flagSet
+	stderr                                io.Writer
 }
 
 func (t *target) flags(fs *flagSet, stderr io.Writer) {
