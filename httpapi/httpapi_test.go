@@ -176,6 +176,7 @@ func TestShapes(t *testing.T) {
 	for _, c := range []struct{ name, path string }{
 		{"health", "/api/health"},
 		{"processes", "/api/processes"},
+		{"nodes-single", "/api/nodes"},
 		{"runs", "/api/runs?root=true&order=oldest&total=true"},
 		{"runs-page", "/api/runs?limit=2&order=oldest"},
 		{"run", "/api/runs/" + f.ids["order"]},

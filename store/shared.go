@@ -55,6 +55,28 @@ type Shared interface {
 	// lost (a dropped connection); the engine's poll bounds the cost of a
 	// lost one to latency. After a reconnection every change is reported.
 	Watch(fn func(Change)) (stop func())
+
+	// Nodes lists up to limit nodes of the store (limit <= 0: none), live
+	// ones first, then by owner id, with the runs each holds. It is for
+	// operators: what it reads may be a moment old when it returns.
+	Nodes(ctx context.Context, limit int) ([]Node, error)
+}
+
+// Node is one node of a shared store, as Nodes reads it. Its times are on
+// the database's clock, like the judgement of whether it is gone.
+type Node struct {
+	Owner    string    // the engine's lease owner id
+	JoinedAt time.Time // when it joined (or joined again)
+	Seen     time.Time // its last heartbeat
+	// Age is how long ago Seen was, on the database's clock.
+	Age time.Duration
+	// Gone: its heartbeat is older than the store's bound (or it was
+	// found gone): the runs it holds are being taken over.
+	Gone bool
+	// Running is how many runs it holds (running under its owner id);
+	// ByProcess splits them by process (nil when it holds none).
+	Running   int64
+	ByProcess map[string]int64
 }
 
 // ClaimNextRequest asks a shared store for the next claimable runs.

@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
@@ -69,8 +70,9 @@ func lockID(schema, name string) int64 {
 // lock of the schema meanwhile, so nodes starting together migrate once:
 // the others wait, then find the schema current. Each migration commits
 // with its version bump, so a crash leaves the schema at a whole version.
-// A schema of a newer version is refused.
-func migrate(ctx context.Context, pool *pgxpool.Pool, name, schema string) error {
+// A schema of a newer version is refused, and so is a schema that holds
+// tables but is not a Yella schema: it is left exactly as it was.
+func migrate(ctx context.Context, pool *pgxpool.Pool, name, schema string, mustExist bool) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
@@ -85,6 +87,14 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, name, schema string) error
 		return err
 	}
 	defer conn.Exec(context.Background(), "SELECT pg_advisory_unlock($1)", lock)
+	switch kind, found, err := schemaKind(ctx, conn, name); {
+	case err != nil:
+		return err
+	case kind == schemaForeign:
+		return fmt.Errorf("%w: it holds %s; nothing was changed in it", ErrForeignSchema, strings.Join(found, ", "))
+	case kind == schemaAbsent && mustExist:
+		return fmt.Errorf("%w: it does not exist (a server opening it for the first time creates it)", ErrNoSchema)
+	}
 	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema); err != nil {
 		return err
 	}
@@ -112,4 +122,91 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, name, schema string) error
 		}
 	}
 	return nil
+}
+
+// ErrForeignSchema: the schema holds tables that are not a Yella store's.
+var ErrForeignSchema = errors.New("the schema is not a Yella schema")
+
+// ErrNoSchema: Options.MustExist was set and the schema does not exist.
+var ErrNoSchema = errors.New("no Yella schema")
+
+type schemaState uint8
+
+const (
+	schemaAbsent  schemaState = iota // no such schema, or an empty one: created or filled
+	schemaYella                      // written by this store (some version)
+	schemaForeign                    // tables of something else: never touched
+)
+
+// schemaKind tells a Yella schema from an absent or empty one and from one
+// that holds other tables (it lists up to five of those). A Yella schema
+// has its version table, of one integer column, and from version 1 on its
+// runs and nodes tables; before version 1 (a first migration that did not
+// commit) the version table alone.
+func schemaKind(ctx context.Context, conn *pgxpool.Conn, name string) (schemaState, []string, error) {
+	rows, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1 AND c.relkind IN ('r', 'p', 'v', 'm', 'f') ORDER BY c.relname`, name)
+	if err != nil {
+		return 0, nil, err
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(tables) == 0 {
+		// No table: absent, or made empty for the store (by an
+		// administrator, for a role that may not create schemas), unless
+		// it holds other objects of something else.
+		var others []string
+		rows, err := conn.Query(ctx, `SELECT kind || ' ' || name FROM (
+			SELECT 'sequence' AS kind, c.relname::text AS name FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+				WHERE n.nspname = $1 AND c.relkind = 'S'
+			UNION ALL SELECT 'function', p.proname::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1
+			UNION ALL SELECT 'type', t.typname::text FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+				WHERE n.nspname = $1 AND t.typtype IN ('c', 'd', 'e', 'r') AND t.typrelid = 0) o ORDER BY 1 LIMIT 6`, name)
+		if err != nil {
+			return 0, nil, err
+		}
+		if others, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return 0, nil, err
+		}
+		if len(others) == 0 {
+			return schemaAbsent, nil, nil
+		}
+		if len(others) == 6 {
+			others[5] = "…"
+		}
+		return schemaForeign, others, nil
+	}
+	has := map[string]bool{}
+	for _, t := range tables {
+		has[t] = true
+	}
+	var cols []string
+	if has["schema_version"] {
+		rows, err := conn.Query(ctx, `SELECT column_name || ' ' || data_type FROM information_schema.columns
+			WHERE table_schema = $1 AND table_name = 'schema_version' ORDER BY ordinal_position`, name)
+		if err != nil {
+			return 0, nil, err
+		}
+		if cols, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			return 0, nil, err
+		}
+	}
+	versioned := len(cols) == 1 && cols[0] == "version integer"
+	if versioned && (len(tables) == 1 || has["runs"] && has["nodes"]) {
+		return schemaYella, nil, nil
+	}
+	var found []string
+	for _, t := range tables {
+		if len(found) == 5 {
+			found = append(found, "…")
+			break
+		}
+		found = append(found, "table "+t)
+	}
+	if has["schema_version"] && !versioned {
+		found = append(found, "a schema_version table that is not Yella's")
+	}
+	return schemaForeign, found, nil
 }

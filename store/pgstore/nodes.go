@@ -141,3 +141,66 @@ func (s *Store) beat(ctx context.Context, owners []string, tick int) error {
 	}
 	return err
 }
+
+// Nodes implements store.Shared. The nodes and the runs they hold are
+// read in one snapshot, so a run handed from one node to another is
+// counted once.
+func (s *Store) Nodes(ctx context.Context, limit int) ([]store.Node, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		return nil, nil
+	}
+	var out []store.Node
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		out = out[:0]
+		rows, err := tx.Query(ctx, s.q.nodeList, s.opts.NodeTimeout.Seconds(), limit)
+		if err != nil {
+			return err
+		}
+		var owners []string
+		at := map[string]int{}
+		for rows.Next() {
+			var n store.Node
+			var age float64
+			if err := rows.Scan(&n.Owner, &n.JoinedAt, &n.Seen, &age, &n.Gone); err != nil {
+				rows.Close()
+				return err
+			}
+			n.Age = time.Duration(age * float64(time.Second))
+			at[n.Owner] = len(out)
+			owners = append(owners, n.Owner)
+			out = append(out, n)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(owners) == 0 {
+			return nil
+		}
+		rows, err = tx.Query(ctx, s.q.nodeHeld, owners)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var owner, process string
+			var n int64
+			if err := rows.Scan(&owner, &process, &n); err != nil {
+				return err
+			}
+			node := &out[at[owner]]
+			if node.ByProcess == nil {
+				node.ByProcess = map[string]int64{}
+			}
+			node.ByProcess[process] = n
+			node.Running += n
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: nodes: %w", err)
+	}
+	return out, nil
+}

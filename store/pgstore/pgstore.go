@@ -31,7 +31,8 @@
 //
 // Every table lives in one schema (Options.Schema), created and migrated
 // at Open under an advisory lock; a schema written by a newer version is
-// refused (ErrNewerSchema). Durability is PostgreSQL's: a commit is
+// refused (ErrNewerSchema), and so is one that holds tables of something
+// else (ErrForeignSchema), which is left untouched. Durability is PostgreSQL's: a commit is
 // acknowledged when the server says it is durable under its own
 // synchronous_commit setting.
 package pgstore
@@ -87,6 +88,15 @@ type Options struct {
 	// notifications this store sends: a burst of admissions costs one
 	// NOTIFY per interval, plus one at its end. Defaults to 10ms.
 	NotifyInterval time.Duration
+	// MustExist makes Open fail with ErrNoSchema when the schema does not
+	// exist (or holds no table) instead of creating it: for tools that
+	// look at a store and must not leave an empty one behind. An existing
+	// schema is still migrated.
+	MustExist bool
+	// ConnectTimeout bounds each connection attempt when the URL sets no
+	// connect_timeout, so that an unreachable server fails Open instead of
+	// hanging it. Defaults to 10s.
+	ConnectTimeout time.Duration
 	// Logger receives the store's logs. Defaults to discarding them.
 	Logger *slog.Logger
 }
@@ -100,8 +110,8 @@ func (o Options) withDefaults() (Options, error) {
 	if !schemaName.MatchString(o.Schema) {
 		return o, fmt.Errorf("pgstore: Options.Schema must be a lower-case identifier (letters, digits, _; at most 48), got %q", o.Schema)
 	}
-	if o.MaxConns < 0 || o.Writers < 0 || o.MaxBatch < 0 || o.NodeHeartbeat < 0 || o.NodeTimeout < 0 || o.NotifyInterval < 0 {
-		return o, errors.New("pgstore: Options.MaxConns, Writers, MaxBatch, NodeHeartbeat, NodeTimeout and NotifyInterval must not be negative")
+	if o.MaxConns < 0 || o.Writers < 0 || o.MaxBatch < 0 || o.NodeHeartbeat < 0 || o.NodeTimeout < 0 || o.NotifyInterval < 0 || o.ConnectTimeout < 0 {
+		return o, errors.New("pgstore: Options.MaxConns, Writers, MaxBatch, NodeHeartbeat, NodeTimeout, NotifyInterval and ConnectTimeout must not be negative")
 	}
 	if o.Writers == 0 {
 		o.Writers = 1
@@ -126,6 +136,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.NotifyInterval == 0 {
 		o.NotifyInterval = 10 * time.Millisecond
+	}
+	if o.ConnectTimeout == 0 {
+		o.ConnectTimeout = 10 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -181,6 +194,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: the database URL does not parse: %w", err)
 	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+	}
 	cfg.MaxConns = int32(opts.MaxConns)
 	cfg.MinConns = int32(opts.Writers)
 	where := fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
@@ -198,7 +214,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		q:       newQueries(pgx.Identifier{opts.Schema}.Sanitize()),
 		cmds:    make(chan *cmd, 4*opts.MaxBatch),
 	}
-	if err := migrate(ctx, pool, opts.Schema, s.q.schema); err != nil {
+	if err := migrate(ctx, pool, opts.Schema, s.q.schema, opts.MustExist); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: schema %s on %s: %w", opts.Schema, where, err)
 	}

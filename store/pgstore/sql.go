@@ -52,6 +52,7 @@ type queries struct {
 	selCounts, selAbandoned, selRollups, selErrors                                string
 	prune, pruneRollups, pruneErrors, pruneKeys, compactRollups                   string
 	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget              string
+	nodeList, nodeHeld                                                            string
 	notify                                                                        string
 }
 
@@ -229,6 +230,13 @@ func newQueries(schema string) queries {
 	// Gone nodes that hold nothing are forgotten after a day.
 	q.nodeForget = s(`DELETE FROM $S.nodes n WHERE gone AND seen < now() - interval '1 day'
 		AND NOT EXISTS (SELECT 1 FROM $S.runs r WHERE r.status = 'running' AND r.lease_owner = n.owner)`)
+	// The nodes for operators, live first ($1: the timeout in seconds),
+	// and the runs the listed ones hold (the runs_running index).
+	q.nodeList = s(`SELECT owner, joined_at, seen, extract(epoch FROM now() - seen)::float8,
+		gone OR seen < now() - make_interval(secs => $1) AS lost
+		FROM $S.nodes ORDER BY lost, owner LIMIT $2`)
+	q.nodeHeld = s(`SELECT lease_owner, process, count(*) FROM $S.runs
+		WHERE status = 'running' AND lease_owner = ANY($1) GROUP BY lease_owner, process`)
 	q.notify = `SELECT pg_notify($1, $2)`
 	return q
 }
