@@ -46,7 +46,6 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
-	"strings"
 	"sync"
 	"time"
 
@@ -309,14 +308,4 @@ func shardOf(i int) int32 {
 	var b [2]byte
 	rand.Read(b[:])
 	return int32(b[0])<<8 | int32(b[1])&^7 | int32(i&7)
-}
-
-// sanitizeURL hides a password in a connection string for messages.
-func sanitizeURL(u string) string {
-	if i := strings.Index(u, "@"); i > 0 {
-		if j := strings.Index(u, "://"); j > 0 && j < i {
-			return u[:j+3] + "…" + u[i:]
-		}
-	}
-	return u
 }
