@@ -34,8 +34,10 @@ type Engine struct {
 	node    *node // on a shared store (shared.go), else nil
 	rec     *obs.Recorder
 	metrics counters
-	subs    subscribers
-	drops   dropLog
+	// storeHealth tracks whether store calls succeed (storehealth.go).
+	storeHealth storeHealth
+	subs        subscribers
+	drops       dropLog
 
 	// io is the context of store calls: never cancelled, so that a hard stop
 	// can still record what it abandons.
@@ -237,7 +239,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.every(e.cfg.HeartbeatInterval, e.heartbeat)
 	e.every(e.cfg.ReclaimInterval, func() {
 		if err := e.reclaim(e.io, false); err != nil {
-			e.internalError("reclaim", err)
+			e.storeFailed("reclaim", err)
 		}
 	})
 	e.every(e.cfg.FlushInterval, func() { e.flush(e.clock.Now()) })
@@ -416,9 +418,10 @@ func (e *Engine) heartbeat() {
 	now := e.clock.Now()
 	leases, err := e.store.Heartbeat(e.io, e.owner, now, now.Add(e.cfg.LeaseTimeout))
 	if err != nil {
-		e.internalError("heartbeat", err)
+		e.storeFailed("heartbeat", err)
 		return
 	}
+	e.storeOK()
 	held := make(map[string]int64, len(leases))
 	for _, l := range leases {
 		held[l.RunID] = l.Epoch

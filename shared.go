@@ -286,7 +286,7 @@ func (n *node) loop() {
 			return
 		case <-n.reclaim:
 			if err := n.e.reclaim(n.e.io, false); err != nil {
-				n.e.internalError("reclaim", err)
+				n.e.storeFailed("reclaim", err)
 			}
 		case <-n.wake:
 			n.claim()
@@ -316,7 +316,7 @@ func (n *node) claim() {
 		res, err := n.st.ClaimNext(n.e.io, store.ClaimNextRequest{Owner: n.e.owner, Now: now, LeaseUntil: now.Add(n.e.cfg.LeaseTimeout),
 			Processes: n.e.caps(), Limit: limit})
 		if err != nil {
-			n.e.internalError("claim", err)
+			n.e.storeFailed("claim", err)
 			n.mu.Lock()
 			n.backoff = min(max(2*n.backoff, 100*time.Millisecond), 5*time.Second)
 			wait := n.backoff
@@ -324,6 +324,7 @@ func (n *node) claim() {
 			n.wakeAtTime(now.Add(wait))
 			return
 		}
+		n.e.storeOK()
 		n.mu.Lock()
 		n.backoff = 0
 		n.backlog = res.More

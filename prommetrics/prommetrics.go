@@ -162,11 +162,13 @@ var (
 	descLastSync = prometheus.NewDesc("yella_replication_last_sync_timestamp_seconds", "Unix time of the last successful replica sync (0: never).", nil, nil)
 	descStalled  = prometheus.NewDesc("yella_replication_stalled", "1 while replication is stalled: the replica stopped following the database (the reason is in /api/health).", nil, nil)
 	descUp       = prometheus.NewDesc("yella_up", "1 when the engine answered the scrape, 0 when its store failed.", nil, nil)
+	descStoreUp  = prometheus.NewDesc("yella_store_up", "0 while the engine's store calls (claims, heartbeats, writes) fail and it retries them; 1 otherwise.", nil, nil)
+	descStoreErr = prometheus.NewDesc("yella_store_failures_total", "Store calls of the engine that failed and were retried.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descInFlight, descCap, descSlots, descUp} {
+	for _, d := range []*prometheus.Desc{descQueue, descInFlight, descCap, descSlots, descUp, descStoreUp, descStoreErr} {
 		ch <- d
 	}
 	if s.opts.Writer != nil {
@@ -185,6 +187,9 @@ func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
 func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	sh := s.eng.StoreHealth()
+	ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, map[bool]float64{false: 0, true: 1}[sh.Up])
+	ch <- prometheus.MustNewConstMetric(descStoreErr, prometheus.CounterValue, float64(sh.Failures))
 	m, err := s.eng.Metrics(ctx)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
