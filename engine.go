@@ -484,7 +484,9 @@ func (e *Engine) abandon(r *store.Run, now time.Time, why string, code Code, rec
 // the drop log lines owed (all of them if before is zero: the final flush).
 func (e *Engine) flush(before time.Time) {
 	if err := e.rec.Flush(e.io, e.store, before); err != nil {
-		e.log.Warn("observability flush failed; kept for the next one", "err", err)
+		if !e.storeHealth.down.Load() { // else the outage is logged already
+			e.log.Warn("observability flush failed; kept for the next one", "err", err)
+		}
 	}
 	e.drops.flush(e, before.IsZero())
 }
@@ -501,7 +503,7 @@ func (e *Engine) prune() {
 	for range 100 { // bounded per sweep; the next sweep continues
 		n, err := e.store.Prune(e.io, req)
 		if err != nil {
-			e.internalError("retention", err)
+			e.storeFailed("retention", err)
 			return
 		}
 		e.metrics.pruned.Add(int64(n))
@@ -516,7 +518,7 @@ func (e *Engine) prune() {
 	for range 100 {
 		n, err := e.store.PruneKeys(e.io, now.Add(-e.cfg.KeyRetention), e.cfg.RetentionBatch)
 		if err != nil {
-			e.internalError("key retention", err)
+			e.storeFailed("key retention", err)
 			return
 		}
 		if n < e.cfg.RetentionBatch {
