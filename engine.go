@@ -56,7 +56,8 @@ type Engine struct {
 	timerSeq int
 	loopWG   sync.WaitGroup
 	loopsOff bool
-	backoff  time.Duration // claim-failure backoff
+	backoff  time.Duration  // claim-failure backoff
+	writing  map[string]int // runs whose outcome is being recorded (retried while the store fails)
 }
 
 type engineState int
@@ -92,7 +93,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Logger, owner: owner,
 		procs: map[string]*registered{}, byEvent: map[string][]*registered{},
 		rec: obs.NewRecorder(cfg.ObservabilityBucket), io: context.Background(),
-		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{},
+		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{}, writing: map[string]int{},
 	}
 	e.runCtx, e.stopRun = context.WithCancelCause(context.Background())
 	if sh, ok := cfg.Store.(store.Shared); ok {
@@ -440,6 +441,7 @@ func (e *Engine) heartbeat() {
 	for _, a := range lost {
 		a.cancel(errLeaseLost)
 	}
+	e.handBackOrphans(held)
 }
 
 // reclaim finds runs whose owner is gone and requeues (or dead-letters) them.

@@ -55,6 +55,7 @@ type node struct {
 	held      bool                 // a dispatcher hold: claimable runs may be left
 	holding   atomic.Bool          // held, for freed (called under the dispatcher's lock)
 	claimed   map[string]store.Run // claimed, not yet begun
+	suspects  map[string]int64     // held by this node in the store, unknown to it at the last heartbeat (orphans.go)
 	wakeAt    time.Time            // the armed retry-time timer's time
 	stopTimer func() bool
 	stopPoll  func() bool

@@ -489,3 +489,37 @@ func (cl *cluster) restartImmediate(t *testing.T) {
 		t.Fatalf("pg_ctl restart -m immediate: %v\n%s", err, out)
 	}
 }
+
+// TestLostClaimHandedBack: a claim that commits but whose answer is lost
+// (the connection breaks after the COMMIT, as in a restart or a cut)
+// leaves a run held by a live node that never received it; the node's
+// heartbeat finds it and hands it back, and it runs. Without that, its
+// own heartbeats renew its lease for as long as it lives.
+func TestLostClaimHandedBack(t *testing.T) {
+	dir := t.TempDir()
+	st := openIn(t, dir, pgstore.Options{})
+	eng, err := yella.New(yella.Config{Store: st, HeartbeatInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng.Register(yella.Process{Name: "job", On: "job", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+	ctx := context.Background()
+	em, err := eng.Emit(ctx, "job", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The claim whose answer is lost: made for the node, never seen by it.
+	now := time.Now()
+	res, err := st.ClaimNext(ctx, store.ClaimNextRequest{Owner: eng.Owner(), Now: now, LeaseUntil: now.Add(time.Minute), Processes: map[string]int{"job": 0}, Limit: 1})
+	if err != nil || len(res.Runs) != 1 {
+		t.Fatalf("claim: %v %+v", err, res)
+	}
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop(ctx)
+	waitUntil(t, "the lost claim's run to complete", 30*time.Second, func() bool {
+		r, err := eng.Run(ctx, em.Runs[0])
+		return err == nil && r.Status == yella.StatusCompleted
+	})
+}
