@@ -34,8 +34,10 @@ type Engine struct {
 	node    *node // on a shared store (shared.go), else nil
 	rec     *obs.Recorder
 	metrics counters
-	subs    subscribers
-	drops   dropLog
+	// storeHealth tracks whether store calls succeed (storehealth.go).
+	storeHealth storeHealth
+	subs        subscribers
+	drops       dropLog
 
 	// io is the context of store calls: never cancelled, so that a hard stop
 	// can still record what it abandons.
@@ -54,7 +56,8 @@ type Engine struct {
 	timerSeq int
 	loopWG   sync.WaitGroup
 	loopsOff bool
-	backoff  time.Duration // claim-failure backoff
+	backoff  time.Duration  // claim-failure backoff
+	writing  map[string]int // runs whose outcome is being recorded (retried while the store fails)
 }
 
 type engineState int
@@ -90,7 +93,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Logger, owner: owner,
 		procs: map[string]*registered{}, byEvent: map[string][]*registered{},
 		rec: obs.NewRecorder(cfg.ObservabilityBucket), io: context.Background(),
-		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{},
+		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{}, writing: map[string]int{},
 	}
 	e.runCtx, e.stopRun = context.WithCancelCause(context.Background())
 	if sh, ok := cfg.Store.(store.Shared); ok {
@@ -237,7 +240,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.every(e.cfg.HeartbeatInterval, e.heartbeat)
 	e.every(e.cfg.ReclaimInterval, func() {
 		if err := e.reclaim(e.io, false); err != nil {
-			e.internalError("reclaim", err)
+			e.storeFailed("reclaim", err)
 		}
 	})
 	e.every(e.cfg.FlushInterval, func() { e.flush(e.clock.Now()) })
@@ -416,9 +419,10 @@ func (e *Engine) heartbeat() {
 	now := e.clock.Now()
 	leases, err := e.store.Heartbeat(e.io, e.owner, now, now.Add(e.cfg.LeaseTimeout))
 	if err != nil {
-		e.internalError("heartbeat", err)
+		e.storeFailed("heartbeat", err)
 		return
 	}
+	e.storeOK()
 	held := make(map[string]int64, len(leases))
 	for _, l := range leases {
 		held[l.RunID] = l.Epoch
@@ -437,6 +441,7 @@ func (e *Engine) heartbeat() {
 	for _, a := range lost {
 		a.cancel(errLeaseLost)
 	}
+	e.handBackOrphans(held)
 }
 
 // reclaim finds runs whose owner is gone and requeues (or dead-letters) them.
@@ -481,7 +486,9 @@ func (e *Engine) abandon(r *store.Run, now time.Time, why string, code Code, rec
 // the drop log lines owed (all of them if before is zero: the final flush).
 func (e *Engine) flush(before time.Time) {
 	if err := e.rec.Flush(e.io, e.store, before); err != nil {
-		e.log.Warn("observability flush failed; kept for the next one", "err", err)
+		if !e.storeHealth.down.Load() { // else the outage is logged already
+			e.log.Warn("observability flush failed; kept for the next one", "err", err)
+		}
 	}
 	e.drops.flush(e, before.IsZero())
 }
@@ -498,7 +505,7 @@ func (e *Engine) prune() {
 	for range 100 { // bounded per sweep; the next sweep continues
 		n, err := e.store.Prune(e.io, req)
 		if err != nil {
-			e.internalError("retention", err)
+			e.storeFailed("retention", err)
 			return
 		}
 		e.metrics.pruned.Add(int64(n))
@@ -516,7 +523,7 @@ func (e *Engine) prune() {
 	for range 100 {
 		n, err := e.store.PruneKeys(e.io, now.Add(-e.cfg.KeyRetention), e.cfg.RetentionBatch)
 		if err != nil {
-			e.internalError("key retention", err)
+			e.storeFailed("key retention", err)
 			return
 		}
 		if n < e.cfg.RetentionBatch {

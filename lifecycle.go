@@ -60,6 +60,16 @@ func (e *Engine) apply(ctx context.Context, c *change, res *store.UpdateResult) 
 		*res, err = e.store.Update(ctx, c.u)
 		return err
 	}
+	e.mu.Lock()
+	e.writing[c.u.RunID]++
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		if e.writing[c.u.RunID]--; e.writing[c.u.RunID] <= 0 {
+			delete(e.writing, c.u.RunID)
+		}
+		e.mu.Unlock()
+	}()
 	return e.persist("finish", func() error {
 		var err error
 		*res, err = e.store.Update(ctx, c.u)

@@ -55,6 +55,7 @@ type node struct {
 	held      bool                 // a dispatcher hold: claimable runs may be left
 	holding   atomic.Bool          // held, for freed (called under the dispatcher's lock)
 	claimed   map[string]store.Run // claimed, not yet begun
+	suspects  map[string]int64     // held by this node in the store, unknown to it at the last heartbeat (orphans.go)
 	wakeAt    time.Time            // the armed retry-time timer's time
 	stopTimer func() bool
 	stopPoll  func() bool
@@ -286,7 +287,7 @@ func (n *node) loop() {
 			return
 		case <-n.reclaim:
 			if err := n.e.reclaim(n.e.io, false); err != nil {
-				n.e.internalError("reclaim", err)
+				n.e.storeFailed("reclaim", err)
 			}
 		case <-n.wake:
 			n.claim()
@@ -316,7 +317,7 @@ func (n *node) claim() {
 		res, err := n.st.ClaimNext(n.e.io, store.ClaimNextRequest{Owner: n.e.owner, Now: now, LeaseUntil: now.Add(n.e.cfg.LeaseTimeout),
 			Processes: n.e.caps(), Limit: limit})
 		if err != nil {
-			n.e.internalError("claim", err)
+			n.e.storeFailed("claim", err)
 			n.mu.Lock()
 			n.backoff = min(max(2*n.backoff, 100*time.Millisecond), 5*time.Second)
 			wait := n.backoff
@@ -324,6 +325,7 @@ func (n *node) claim() {
 			n.wakeAtTime(now.Add(wait))
 			return
 		}
+		n.e.storeOK()
 		n.mu.Lock()
 		n.backoff = 0
 		n.backlog = res.More

@@ -15,6 +15,11 @@ import (
 )
 
 func (a *API) health(w http.ResponseWriter, r *http.Request) {
+	if sh := a.eng.StoreHealth(); !sh.Up { // the engine's claims and writes fail: not ok, whatever a read may answer
+		a.reply(w, r, http.StatusServiceUnavailable, Health{Status: "store-down", Version: a.opts.Version, Owner: a.eng.Owner(),
+			UptimeSeconds: time.Since(a.started).Seconds(), Store: &StoreDown{Since: sh.Since.UTC(), LastError: sh.LastError, Failures: sh.Failures}})
+		return
+	}
 	m, err := a.eng.Metrics(r.Context())
 	if err != nil {
 		a.fail(w, r, err)

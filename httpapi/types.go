@@ -207,12 +207,23 @@ func traceOf(t yella.Trace) Trace {
 
 // Health is GET /api/health.
 type Health struct {
-	Status        string                 `json:"status"` // "ok"; "degraded" while replication is stalled
+	// Status is "ok"; "degraded" while replication is stalled;
+	// "store-down" (with HTTP 503, and Store set) while the engine's
+	// store calls fail.
+	Status        string                 `json:"status"`
 	Version       string                 `json:"version,omitempty"`
 	Owner         string                 `json:"owner"`
 	UptimeSeconds float64                `json:"uptimeSeconds"`
 	Queue         map[yella.Status]int64 `json:"queue"`
 	Replication   *Replication           `json:"replication,omitempty"`
+	Store         *StoreDown             `json:"store,omitempty"`
+}
+
+// StoreDown is the store outage the engine is in (yella.StoreHealth).
+type StoreDown struct {
+	Since     time.Time `json:"since"`     // when the store calls began to fail
+	LastError string    `json:"lastError"` // the last failure
+	Failures  int64     `json:"failures"`  // failed calls since the engine was created
 }
 
 // Replication is the state of off-box replication, when it is on.

@@ -165,6 +165,8 @@ var (
 	descUp       = prometheus.NewDesc("yella_up", "1 when the engine answered the scrape, 0 when its store failed.", nil, nil)
 	descNodes    = prometheus.NewDesc("yella_nodes", "Engine processes sharing the store, by state: live, or gone (heartbeat older than the store's bound). Only on a shared store.", []string{"state"}, nil)
 	descHeld     = prometheus.NewDesc("yella_node_running_runs", "Runs each node of a shared store holds (running under its owner id).", []string{"node"}, nil)
+	descStoreUp  = prometheus.NewDesc("yella_store_up", "0 while the engine's store calls (claims, heartbeats, writes) fail and it retries them; 1 otherwise.", nil, nil)
+	descStoreErr = prometheus.NewDesc("yella_store_failures_total", "Store calls of the engine that failed and were retried.", nil, nil)
 )
 
 // MaxNodes bounds the nodes one scrape reports (yella_node_running_runs
@@ -173,7 +175,7 @@ const MaxNodes = 100
 
 // Describe implements prometheus.Collector.
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descInFlight, descCap, descSlots, descUp, descNodes, descHeld} {
+	for _, d := range []*prometheus.Desc{descQueue, descInFlight, descCap, descSlots, descUp, descNodes, descHeld, descStoreUp, descStoreErr} {
 		ch <- d
 	}
 	if s.opts.Writer != nil {
@@ -212,6 +214,9 @@ func (s *scrape) nodes(ctx context.Context, ch chan<- prometheus.Metric) {
 func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	sh := s.eng.StoreHealth()
+	ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, map[bool]float64{false: 0, true: 1}[sh.Up])
+	ch <- prometheus.MustNewConstMetric(descStoreErr, prometheus.CounterValue, float64(sh.Failures))
 	m, err := s.eng.Metrics(ctx)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)

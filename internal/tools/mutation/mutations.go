@@ -239,11 +239,42 @@ var coreMutations = []Mutation{
 		}},
 		Tests: []Test{sqlTest("TestWALLimit")},
 	},
+	{
+		Name:      "store-outage-completion-dropped",
+		Guarantee: "a finished attempt's outcome that the store cannot take is retried with backoff until it commits: a store outage loses nothing",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "\t\te.storeFailed(op, fmt.Errorf(\"%w (retrying in %s)\", err, wait))\n\t\tif !e.sleep(wait) {",
+			New:  "\t\te.storeFailed(op, fmt.Errorf(\"%w (retrying in %s)\", err, wait))\n\t\tif true || !e.sleep(wait) {",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestStoreHealth$"}},
+	},
+	{
+		Name:      "store-outage-not-reported",
+		Guarantee: "a store outage is reported: StoreHealth down, /api/health 503, yella_store_up 0, one log line",
+		Edits: []Edit{{
+			File: "storehealth.go",
+			Old:  "\t\th.down.Store(true)\n",
+			New:  "",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestStoreHealth$"}, {Pkg: "./httpapi", Run: "^TestHealthStoreDown$"}, {Pkg: "./prommetrics", Run: "^TestStoreUp$"}},
+	},
 }
 
 // pgMutations break the PostgreSQL store's guarantees: several engine
 // processes on one database.
 var pgMutations = []Mutation{
+	{
+		Name:      "pg-outage-claims-spin",
+		Guarantee: "PostgreSQL: while the database is unreachable a node retries its claims with backoff, without spinning",
+		Edits: []Edit{{
+			File: "shared.go",
+			Old:  "\t\t\tn.wakeAtTime(now.Add(wait))\n",
+			New:  "\t\t\tn.wakeAtTime(now.Add(wait / 1000))\n",
+		}},
+		Tests: []Test{pgTest("TestConnectionCut")},
+		Needs: pgURL,
+	},
 	{
 		Name:      "pg-completion-ignores-epoch",
 		Guarantee: "PostgreSQL: an attempt's end carries its lease epoch: a stale or taken-over attempt's completion changes nothing",
