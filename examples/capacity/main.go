@@ -10,6 +10,15 @@
 //	go run ./examples/capacity              # everything, 3 reps
 //	go run ./examples/capacity -only noop-backlog,emit-seq -reps 5
 //	go run ./examples/capacity -json results.json
+//
+// With -store postgres (and -pg-url, default $YELLA_PG_URL) it measures the
+// engine on PostgreSQL instead: no-op, one-effect and 2-stage chain drains
+// with 1, 2 and 4 engine processes on one schema, each beside the
+// PostgreSQL floor measured in the same run (floor.go: the least durable
+// work of this design, batched as the engine batches), and sequential emit
+// latency; with the server's WAL, rows and bytes per run:
+//
+//	go run ./examples/capacity -store postgres -reps 3
 package main
 
 import (
@@ -40,6 +49,12 @@ type result struct {
 	FirstRunMs  float64 `json:"first_run_ms,omitempty"`
 	InFlightRSS float64 `json:"inflight_rss_mb,omitempty"`
 	Note        string  `json:"note,omitempty"`
+	// PostgreSQL measurements.
+	Procs       int     `json:"engine_processes,omitempty"`
+	WALPerRun   float64 `json:"wal_bytes_per_run,omitempty"`
+	RowsPerRun  float64 `json:"rows_per_run,omitempty"`
+	BytesPerRun float64 `json:"bytes_per_run,omitempty"`
+	OfFloor     float64 `json:"fraction_of_floor,omitempty"`
 }
 
 // measurement describes one figure and, in seed, the TypeScript engine's
@@ -66,6 +81,32 @@ var measurements = []measurement{
 	{"recovery-100k", "kill -9 with a 100,000-run backlog, restart: first resumed run and drained", "ms", "30,070 ms to all terminal (lease-bound)", nil},
 }
 
+// pgMeasurements are the measurements of -store postgres: each workload's
+// floor first, then the engine with 1, 2 and 4 processes, so each engine
+// figure is shown as a fraction of the floor measured just before it.
+var pgMeasurements = func() []measurement {
+	var ms []measurement
+	whats := map[string]string{"noop": "no-op runs", "effect": "one effect per run", "chain": "2-stage chain"}
+	for _, w := range []string{"noop", "effect", "chain"} {
+		n := "20,000 runs"
+		if w == "chain" {
+			n = "10,000 roots (20,000 runs)"
+		}
+		ms = append(ms, measurement{"floor-" + w, fmt.Sprintf("PostgreSQL floor, %s, %s admitted then drained, 50 goroutines", whats[w], n), "runs/s", "", func(childConfig) (result, error) {
+			return pgMeasure("floor", w, 1)
+		}})
+		for _, p := range []int{1, 2, 4} {
+			ms = append(ms, measurement{fmt.Sprintf("%s-%dp", w, p), fmt.Sprintf("%s, %s admitted then drained, %d engine process(es), c50 each, PostgreSQL", whats[w], n, p), "runs/s", "floor-" + w, func(childConfig) (result, error) {
+				return pgMeasure("engine", w, p)
+			}})
+		}
+	}
+	ms = append(ms, measurement{"emit-seq", "emit admission, 2,000 sequential calls, PostgreSQL", "emits/s", "", func(childConfig) (result, error) {
+		return pgMeasure("emit", "noop", 1)
+	}})
+	return ms
+}()
+
 type childConfig struct {
 	DB string `json:"db"`
 	N  int    `json:"n"`
@@ -80,7 +121,23 @@ func main() {
 	only := flag.String("only", "", "comma-separated measurements to run (default all)")
 	jsonOut := flag.String("json", "", "also write every result to this JSON file")
 	list := flag.Bool("list", false, "list the measurements")
+	storeKind := flag.String("store", "sqlite", "the store measured: sqlite (with the in-memory figures) or postgres")
+	flag.StringVar(&pgURL, "pg-url", os.Getenv("YELLA_PG_URL"), "the PostgreSQL server of -store postgres (a connection string; default $YELLA_PG_URL); use a server of its own: its WAL is measured")
+	flag.IntVar(&pgRuns, "pg-runs", pgRuns, "runs per PostgreSQL drain (-store postgres)")
 	flag.Parse()
+	switch *storeKind {
+	case "sqlite":
+	case "postgres":
+		if pgURL == "" {
+			fatal(fmt.Errorf("-store postgres needs -pg-url (or $YELLA_PG_URL)"))
+		}
+		if pgRuns < 100 {
+			fatal(fmt.Errorf("-pg-runs must be at least 100"))
+		}
+		measurements = pgMeasurements
+	default:
+		fatal(fmt.Errorf("-store must be sqlite or postgres, got %q", *storeKind))
+	}
 	if *list {
 		for _, m := range measurements {
 			fmt.Printf("%-15s %s\n", m.name, m.what)
@@ -116,9 +173,13 @@ func main() {
 		for rep := 0; rep < *reps; rep++ {
 			var r result
 			var err error
-			if m.name == "recovery-100k" {
+			switch {
+			case m.name == "recovery-100k":
 				r, err = recovery()
-			} else {
+			case *storeKind == "postgres":
+				r, err = m.run(childConfig{})
+				r.Name = m.name
+			default:
 				r, err = runChild(m.name)
 			}
 			if err != nil {
@@ -129,6 +190,41 @@ func main() {
 		}
 		all = append(all, rs...)
 		rows = append(rows, row{m, median(rs)})
+	}
+	if *storeKind == "postgres" {
+		fmt.Println(pgServer())
+		fmt.Println("command: " + strings.Join(os.Args, " "))
+		floors := map[string]float64{}
+		fmt.Printf("\n%-12s | %9s | %8s | %9s | %8s | %9s | %7s | %s\n", "measurement", "runs/s", "of floor", "WAL B/run", "rows/run", "bytes/run", "cmds/tx", "what")
+		fmt.Println(strings.Repeat("-", 160))
+		for i := range rows {
+			r := &rows[i]
+			if strings.HasPrefix(r.m.name, "floor-") {
+				floors[r.m.name] = r.med.PerSec
+			}
+			of := ""
+			if f := floors[r.m.seed]; f > 0 {
+				r.med.OfFloor = r.med.PerSec / f
+				of = fmt.Sprintf("%.0f%%", 100*r.med.OfFloor)
+			}
+			fig := fmt.Sprintf("%.0f", r.med.PerSec)
+			if r.med.P50us > 0 {
+				fig = fmt.Sprintf("%.0f/s, p50 %.0f µs, p99 %.0f µs", r.med.PerSec, r.med.P50us, r.med.P99us)
+			}
+			fmt.Printf("%-12s | %9s | %8s | %9.0f | %8.1f | %9.0f | %7.1f | %s\n", r.m.name, fig, of, r.med.WALPerRun, r.med.RowsPerRun, r.med.BytesPerRun, r.med.CmdsPerTx, r.m.what)
+		}
+		var meds []result
+		for _, r := range rows {
+			meds = append(meds, r.med)
+		}
+		if *jsonOut != "" {
+			b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "server": pgServer(), "command": strings.Join(os.Args, " "),
+				"reps": *reps, "medians": meds, "results": all}, "", "  ")
+			if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
+				fatal(err)
+			}
+		}
+		return
 	}
 	fmt.Printf("\n%-15s | %-46s | %-26s | %s\n", "measurement", "Yella for Go (median)", "TypeScript engine", "what")
 	fmt.Println(strings.Repeat("-", 150))
@@ -158,6 +254,12 @@ func brief(m measurement, r result) string {
 		return fmt.Sprintf("first run %.0f ms, drained %.0f ms", r.FirstRunMs, r.Seconds*1000)
 	case m.name == "inflight-10k":
 		return fmt.Sprintf("%.0f MB RSS with 10,000 in flight", r.InFlightRSS)
+	case r.Procs > 0 || r.WALPerRun > 0:
+		s := fmt.Sprintf("%.0f %s, %.0f B WAL/run, %.1f rows/run, %.0f B/run", r.PerSec, m.unit, r.WALPerRun, r.RowsPerRun, r.BytesPerRun)
+		if r.P50us > 0 {
+			s += fmt.Sprintf(", p50 %.0f µs, p99 %.0f µs", r.P50us, r.P99us)
+		}
+		return s
 	case r.P50us > 0:
 		return fmt.Sprintf("%.0f %s (p50 %.1f µs, p99 %.0f µs)", r.PerSec, m.unit, r.P50us, r.P99us)
 	}
