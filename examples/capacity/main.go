@@ -88,18 +88,22 @@ var pgMeasurements = func() []measurement {
 	var ms []measurement
 	whats := map[string]string{"noop": "no-op runs", "effect": "one effect per run", "chain": "2-stage chain"}
 	for _, w := range []string{"noop", "effect", "chain"} {
-		n := "20,000 runs"
+		n := "the runs"
 		if w == "chain" {
-			n = "10,000 roots (20,000 runs)"
+			n = "the roots (half the runs)"
 		}
-		ms = append(ms, measurement{"floor-" + w, fmt.Sprintf("PostgreSQL floor, %s, %s admitted then drained, 50 goroutines", whats[w], n), "runs/s", "", func(childConfig) (result, error) {
+		ms = append(ms, measurement{"floor-" + w, fmt.Sprintf("the PostgreSQL floor: %s, %s admitted then drained", whats[w], n), "runs/s", "", func(childConfig) (result, error) {
 			return pgMeasure("floor", w, 1)
 		}})
 		for _, p := range []int{1, 2, 4} {
-			ms = append(ms, measurement{fmt.Sprintf("%s-%dp", w, p), fmt.Sprintf("%s, %s admitted then drained, %d engine process(es), c50 each, PostgreSQL", whats[w], n, p), "runs/s", "floor-" + w, func(childConfig) (result, error) {
+			ms = append(ms, measurement{fmt.Sprintf("%s-%dp", w, p), fmt.Sprintf("%s, %s admitted then drained by %d engine process(es), PostgreSQL", whats[w], n, p), "runs/s", "floor-" + w, func(childConfig) (result, error) {
 				return pgMeasure("engine", w, p)
 			}})
 		}
+		sq := map[string]string{"noop": "noop-backlog", "effect": "effect-backlog", "chain": "chain-backlog"}[w]
+		ms = append(ms, measurement{"sqlite-" + w, fmt.Sprintf("%s, the same drain on the SQLite file store (one process, c50; KB written per run instead of WAL)", whats[w]), "runs/s", "", func(childConfig) (result, error) {
+			return runChild(sq)
+		}})
 	}
 	ms = append(ms, measurement{"emit-seq", "emit admission, 2,000 sequential calls, PostgreSQL", "emits/s", "", func(childConfig) (result, error) {
 		return pgMeasure("emit", "noop", 1)
@@ -159,6 +163,10 @@ func main() {
 		}
 	}
 	fmt.Println(machine())
+	if *storeKind == "postgres" {
+		runPG(selected, *reps, *jsonOut)
+		return
+	}
 	var all []result
 	type row struct {
 		m   measurement
@@ -176,9 +184,6 @@ func main() {
 			switch {
 			case m.name == "recovery-100k":
 				r, err = recovery()
-			case *storeKind == "postgres":
-				r, err = m.run(childConfig{})
-				r.Name = m.name
 			default:
 				r, err = runChild(m.name)
 			}
@@ -190,41 +195,6 @@ func main() {
 		}
 		all = append(all, rs...)
 		rows = append(rows, row{m, median(rs)})
-	}
-	if *storeKind == "postgres" {
-		fmt.Println(pgServer())
-		fmt.Println("command: " + strings.Join(os.Args, " "))
-		floors := map[string]float64{}
-		fmt.Printf("\n%-12s | %9s | %8s | %9s | %8s | %9s | %7s | %s\n", "measurement", "runs/s", "of floor", "WAL B/run", "rows/run", "bytes/run", "cmds/tx", "what")
-		fmt.Println(strings.Repeat("-", 160))
-		for i := range rows {
-			r := &rows[i]
-			if strings.HasPrefix(r.m.name, "floor-") {
-				floors[r.m.name] = r.med.PerSec
-			}
-			of := ""
-			if f := floors[r.m.seed]; f > 0 {
-				r.med.OfFloor = r.med.PerSec / f
-				of = fmt.Sprintf("%.0f%%", 100*r.med.OfFloor)
-			}
-			fig := fmt.Sprintf("%.0f", r.med.PerSec)
-			if r.med.P50us > 0 {
-				fig = fmt.Sprintf("%.0f/s, p50 %.0f µs, p99 %.0f µs", r.med.PerSec, r.med.P50us, r.med.P99us)
-			}
-			fmt.Printf("%-12s | %9s | %8s | %9.0f | %8.1f | %9.0f | %7.1f | %s\n", r.m.name, fig, of, r.med.WALPerRun, r.med.RowsPerRun, r.med.BytesPerRun, r.med.CmdsPerTx, r.m.what)
-		}
-		var meds []result
-		for _, r := range rows {
-			meds = append(meds, r.med)
-		}
-		if *jsonOut != "" {
-			b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "server": pgServer(), "command": strings.Join(os.Args, " "),
-				"reps": *reps, "medians": meds, "results": all}, "", "  ")
-			if err := os.WriteFile(*jsonOut, b, 0o644); err != nil {
-				fatal(err)
-			}
-		}
-		return
 	}
 	fmt.Printf("\n%-15s | %-46s | %-26s | %s\n", "measurement", "Yella for Go (median)", "TypeScript engine", "what")
 	fmt.Println(strings.Repeat("-", 150))

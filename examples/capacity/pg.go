@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -375,4 +376,75 @@ func sanitize(u string) string {
 		}
 	}
 	return u
+}
+
+// runPG runs the selected PostgreSQL measurements: repetition by
+// repetition, so each engine figure is compared with the floor measured
+// minutes before it (the machine's load drifts); its fraction of the floor
+// is the median of the repetitions' fractions.
+func runPG(selected map[string]bool, reps int, jsonOut string) {
+	fmt.Println(pgServer())
+	fmt.Println("command: go run ./examples/capacity " + strings.Join(os.Args[1:], " "))
+	fmt.Printf("runs per drain: %d; emits: %d; fleet concurrency 50 per engine process\n", pgRuns, pgEmits)
+	var ms []measurement
+	for _, m := range measurements {
+		if len(selected) == 0 || selected[m.name] {
+			ms = append(ms, m)
+		}
+	}
+	byName := map[string][]result{}
+	var all []result
+	for rep := 0; rep < reps; rep++ {
+		for _, m := range ms {
+			r, err := m.run(childConfig{})
+			if err != nil {
+				fatal(fmt.Errorf("%s: %w", m.name, err))
+			}
+			r.Name = m.name
+			if f := byName[m.seed]; len(f) > rep && f[rep].PerSec > 0 {
+				r.OfFloor = r.PerSec / f[rep].PerSec
+			}
+			fmt.Fprintf(os.Stderr, "  %s rep %d: %s", m.name, rep+1, brief(m, r))
+			if r.OfFloor > 0 {
+				fmt.Fprintf(os.Stderr, " (%.0f%% of the floor)", 100*r.OfFloor)
+			}
+			fmt.Fprintln(os.Stderr)
+			byName[m.name] = append(byName[m.name], r)
+			all = append(all, r)
+		}
+	}
+	fmt.Printf("\n%-12s | %-36s | %8s | %9s | %8s | %9s | %7s | %s\n", "measurement", "median", "of floor", "WAL B/run", "rows/run", "bytes/run", "cmds/tx", "what")
+	fmt.Println(strings.Repeat("-", 170))
+	var meds []result
+	for _, m := range ms {
+		rs := byName[m.name]
+		med := median(rs)
+		of := ""
+		if rs[0].OfFloor > 0 {
+			fr := make([]float64, len(rs))
+			for i, r := range rs {
+				fr[i] = r.OfFloor
+			}
+			sort.Float64s(fr)
+			med.OfFloor = fr[len(fr)/2]
+			of = fmt.Sprintf("%.0f%%", 100*med.OfFloor)
+		}
+		meds = append(meds, med)
+		fig := fmt.Sprintf("%.0f %s", med.PerSec, m.unit)
+		if med.P50us > 0 {
+			fig += fmt.Sprintf(", p50 %.0f µs, p99 %.0f µs", med.P50us, med.P99us)
+		}
+		wal := fmt.Sprintf("%.0f", med.WALPerRun)
+		if strings.HasPrefix(m.name, "sqlite-") {
+			wal = fmt.Sprintf("%.1f KB", med.KBPerRun)
+		}
+		fmt.Printf("%-12s | %-36s | %8s | %9s | %8.1f | %9.0f | %7.1f | %s\n", m.name, fig, of, wal, med.RowsPerRun, med.BytesPerRun, med.CmdsPerTx, m.what)
+	}
+	if jsonOut != "" {
+		b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "server": pgServer(), "command": "go run ./examples/capacity " + strings.Join(os.Args[1:], " "),
+			"reps": reps, "runs_per_drain": pgRuns, "medians": meds, "results": all}, "", "  ")
+		if err := os.WriteFile(jsonOut, b, 0o644); err != nil {
+			fatal(err)
+		}
+	}
 }
