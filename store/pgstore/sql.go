@@ -83,13 +83,18 @@ func newQueries(schema string) queries {
 		RETURNING i.ord, ` + claimColsR)
 	// The oldest due idle runs of the given processes, skipping those
 	// another transaction is claiming: no node waits for another's rows.
-	// The runs are picked by the claimable function (see the schema) into
-	// an array, once (a subquery: the function is volatile), which the
-	// update reads by primary key: a join would let
-	// the statement's generic plan (its LIMIT is a parameter) hash the
-	// whole table.
+	// The runs are picked into an array, which the update reads by primary
+	// key: a join would let the statement's generic plan (its LIMIT is a
+	// parameter) hash the whole table. ClaimNext runs it with sorting and
+	// bitmap scans off (claimPlan), so that the runs are read in claim order
+	// from runs_idle and nothing else: with statistics that lag behind a
+	// growing backlog (a new table has none), the planner would otherwise
+	// read every active run of the processes (runs_active, or a bitmap of
+	// runs_idle) and sort them, at every claim.
 	q.claimNext = s(`UPDATE $S.runs r SET ` + claimSet + `
-		WHERE r.seq = ANY((SELECT $S.claimable($3, $4, $5))::bigint[])
+		WHERE r.seq = ANY(ARRAY(
+			SELECT seq FROM $S.runs WHERE status = 'idle' AND (retry_at IS NULL OR retry_at <= $3) AND process = ANY($4)
+			ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED))
 		RETURNING 0::bigint, ` + claimColsR)
 	q.claimMore = s(`SELECT EXISTS (SELECT 1 FROM $S.runs WHERE status = 'idle' AND process = ANY($1)),
 		(SELECT min(retry_at) FROM $S.runs WHERE status = 'idle' AND retry_at > $2 AND process = ANY($1))`)

@@ -46,18 +46,6 @@ CREATE INDEX runs_idle ON $S.runs (seq) WHERE status = 'idle';
 CREATE INDEX runs_delayed ON $S.runs (retry_at) WHERE status = 'idle' AND retry_at IS NOT NULL;
 CREATE INDEX runs_running ON $S.runs (lease_owner) WHERE status = 'running';
 CREATE INDEX runs_active ON $S.runs (process) WHERE status IN ('idle', 'running');
--- The claim's candidates: the oldest due idle runs of the given processes,
--- skipping rows another transaction is claiming, read in claim order from
--- runs_idle and nothing else. The planner is not asked: its statistics
--- lag behind a growing backlog (a new table has none), and then it reads
--- every active run of the processes (runs_active, or a bitmap of
--- runs_idle) and sorts them at every claim. Sorting and bitmaps are off
--- inside the function only.
-CREATE FUNCTION $S.claimable(due bigint, procs text[], n integer) RETURNS bigint[]
-LANGUAGE sql VOLATILE SET enable_sort = off SET enable_bitmapscan = off AS $fn$
-    SELECT ARRAY(SELECT seq FROM $S.runs WHERE status = 'idle' AND (retry_at IS NULL OR retry_at <= due) AND process = ANY(procs)
-        ORDER BY seq LIMIT n FOR UPDATE SKIP LOCKED)
-$fn$;
 -- Listings and retention. Final runs other than completed ones are rare:
 -- their own partial index lists them by status; completed runs are most of
 -- the table and are listed from the primary key (filtered by process or
