@@ -208,10 +208,9 @@ func pgAdmit(schema, w string, runs int) error {
 
 // pgChild is a child process of a PostgreSQL measurement.
 type pgChild struct {
-	cmd  *exec.Cmd
-	in   io.WriteCloser
-	out  *bufio.Scanner
-	last string
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Scanner
 }
 
 func startPGChild(args ...string) (*pgChild, error) {
