@@ -10,6 +10,15 @@
 //	go run ./examples/capacity              # everything, 3 reps
 //	go run ./examples/capacity -only noop-backlog,emit-seq -reps 5
 //	go run ./examples/capacity -json results.json
+//
+// With -store postgres (and -pg-url, default $YELLA_PG_URL) it measures the
+// engine on PostgreSQL instead: no-op, one-effect and 2-stage chain drains
+// with 1, 2 and 4 engine processes on one schema, each beside the
+// PostgreSQL floor measured in the same run (floor.go: the least durable
+// work of this design, batched as the engine batches), and sequential emit
+// latency; with the server's WAL, rows and bytes per run:
+//
+//	go run ./examples/capacity -store postgres -reps 3
 package main
 
 import (
@@ -40,6 +49,12 @@ type result struct {
 	FirstRunMs  float64 `json:"first_run_ms,omitempty"`
 	InFlightRSS float64 `json:"inflight_rss_mb,omitempty"`
 	Note        string  `json:"note,omitempty"`
+	// PostgreSQL measurements.
+	Procs       int     `json:"engine_processes,omitempty"`
+	WALPerRun   float64 `json:"wal_bytes_per_run,omitempty"`
+	RowsPerRun  float64 `json:"rows_per_run,omitempty"`
+	BytesPerRun float64 `json:"bytes_per_run,omitempty"`
+	OfFloor     float64 `json:"fraction_of_floor,omitempty"`
 }
 
 // measurement describes one figure and, in seed, the TypeScript engine's
@@ -66,6 +81,36 @@ var measurements = []measurement{
 	{"recovery-100k", "kill -9 with a 100,000-run backlog, restart: first resumed run and drained", "ms", "30,070 ms to all terminal (lease-bound)", nil},
 }
 
+// pgMeasurements are the measurements of -store postgres: each workload's
+// floor first, then the engine with 1, 2 and 4 processes, so each engine
+// figure is shown as a fraction of the floor measured just before it.
+var pgMeasurements = func() []measurement {
+	var ms []measurement
+	whats := map[string]string{"noop": "no-op runs", "effect": "one effect per run", "chain": "2-stage chain"}
+	for _, w := range []string{"noop", "effect", "chain"} {
+		n := "the runs"
+		if w == "chain" {
+			n = "the roots (half the runs)"
+		}
+		ms = append(ms, measurement{"floor-" + w, fmt.Sprintf("the PostgreSQL floor: %s, %s admitted then drained", whats[w], n), "runs/s", "", func(childConfig) (result, error) {
+			return pgMeasure("floor", w, 1)
+		}})
+		for _, p := range []int{1, 2, 4} {
+			ms = append(ms, measurement{fmt.Sprintf("%s-%dp", w, p), fmt.Sprintf("%s, %s admitted then drained by %d engine process(es), PostgreSQL", whats[w], n, p), "runs/s", "floor-" + w, func(childConfig) (result, error) {
+				return pgMeasure("engine", w, p)
+			}})
+		}
+		sq := map[string]string{"noop": "noop-backlog", "effect": "effect-backlog", "chain": "chain-backlog"}[w]
+		ms = append(ms, measurement{"sqlite-" + w, fmt.Sprintf("%s, the same drain on the SQLite file store (one process, c50; KB written per run instead of WAL)", whats[w]), "runs/s", "", func(childConfig) (result, error) {
+			return runChild(sq)
+		}})
+	}
+	ms = append(ms, measurement{"emit-seq", "emit admission, 2,000 sequential calls, PostgreSQL", "emits/s", "", func(childConfig) (result, error) {
+		return pgMeasure("emit", "noop", 1)
+	}})
+	return ms
+}()
+
 type childConfig struct {
 	DB string `json:"db"`
 	N  int    `json:"n"`
@@ -80,7 +125,23 @@ func main() {
 	only := flag.String("only", "", "comma-separated measurements to run (default all)")
 	jsonOut := flag.String("json", "", "also write every result to this JSON file")
 	list := flag.Bool("list", false, "list the measurements")
+	storeKind := flag.String("store", "sqlite", "the store measured: sqlite (with the in-memory figures) or postgres")
+	flag.StringVar(&pgURL, "pg-url", os.Getenv("YELLA_PG_URL"), "the PostgreSQL server of -store postgres (a connection string; default $YELLA_PG_URL); use a server of its own: its WAL is measured")
+	flag.IntVar(&pgRuns, "pg-runs", pgRuns, "runs per PostgreSQL drain (-store postgres)")
 	flag.Parse()
+	switch *storeKind {
+	case "sqlite":
+	case "postgres":
+		if pgURL == "" {
+			fatal(fmt.Errorf("-store postgres needs -pg-url (or $YELLA_PG_URL)"))
+		}
+		if pgRuns < 100 {
+			fatal(fmt.Errorf("-pg-runs must be at least 100"))
+		}
+		measurements = pgMeasurements
+	default:
+		fatal(fmt.Errorf("-store must be sqlite or postgres, got %q", *storeKind))
+	}
 	if *list {
 		for _, m := range measurements {
 			fmt.Printf("%-15s %s\n", m.name, m.what)
@@ -102,6 +163,10 @@ func main() {
 		}
 	}
 	fmt.Println(machine())
+	if *storeKind == "postgres" {
+		runPG(selected, *reps, *jsonOut)
+		return
+	}
 	var all []result
 	type row struct {
 		m   measurement
@@ -116,9 +181,10 @@ func main() {
 		for rep := 0; rep < *reps; rep++ {
 			var r result
 			var err error
-			if m.name == "recovery-100k" {
+			switch {
+			case m.name == "recovery-100k":
 				r, err = recovery()
-			} else {
+			default:
 				r, err = runChild(m.name)
 			}
 			if err != nil {
@@ -158,6 +224,12 @@ func brief(m measurement, r result) string {
 		return fmt.Sprintf("first run %.0f ms, drained %.0f ms", r.FirstRunMs, r.Seconds*1000)
 	case m.name == "inflight-10k":
 		return fmt.Sprintf("%.0f MB RSS with 10,000 in flight", r.InFlightRSS)
+	case r.Procs > 0 || r.WALPerRun > 0:
+		s := fmt.Sprintf("%.0f %s, %.0f B WAL/run, %.1f rows/run, %.0f B/run", r.PerSec, m.unit, r.WALPerRun, r.RowsPerRun, r.BytesPerRun)
+		if r.P50us > 0 {
+			s += fmt.Sprintf(", p50 %.0f µs, p99 %.0f µs", r.P50us, r.P99us)
+		}
+		return s
 	case r.P50us > 0:
 		return fmt.Sprintf("%.0f %s (p50 %.1f µs, p99 %.0f µs)", r.PerSec, m.unit, r.P50us, r.P99us)
 	}

@@ -34,20 +34,28 @@ func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 		}
 		sort.Strings(capped)
 		claim := func(procs []string, n int) error {
-			rows, err := w.tx.Query(w.ctx, s.q.claimNext, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n)
-			if err != nil {
-				return err
+			// One round trip: the plan settings, the claim, the settings
+			// back to the session's.
+			b := &pgx.Batch{}
+			for _, set := range claimPlan {
+				b.Queue(set)
 			}
-			defer rows.Close()
-			for rows.Next() {
-				_, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
-				if err != nil {
-					return err
+			q := b.Queue(s.q.claimNext, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n)
+			q.Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					_, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
+					if err != nil {
+						return err
+					}
+					res.Runs = append(res.Runs, r)
+					w.moved(store.StatusIdle, store.StatusRunning)
 				}
-				res.Runs = append(res.Runs, r)
-				w.moved(store.StatusIdle, store.StatusRunning)
+				return rows.Err()
+			})
+			for _, reset := range claimPlanReset {
+				b.Queue(reset)
 			}
-			return rows.Err()
+			return w.tx.SendBatch(w.ctx, b).Close()
 		}
 		if len(capped) > 0 && req.Limit > 0 {
 			running, err := s.lockRunning(w, capped)
@@ -82,6 +90,14 @@ func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 	})
 	return res, err
 }
+
+// claimPlan are the settings a claim is planned and run under (see
+// queries.claimNext), and claimPlanReset what puts them back: RESET
+// returns to the session's default, which the store never changes.
+var (
+	claimPlan      = []string{"SET LOCAL enable_sort = off", "SET LOCAL enable_bitmapscan = off"}
+	claimPlanReset = []string{"RESET enable_sort", "RESET enable_bitmapscan"}
+)
 
 // lockRunning takes the claim locks of the capped processes and counts
 // their running runs under them.

@@ -72,19 +72,20 @@ type notifier struct {
 
 func (n *notifier) init(s *Store) { n.s = s }
 
-// inTx sends a notification in tx unless one was sent less than an
-// interval ago; it reports whether it did.
-func (n *notifier) inTx(ctx context.Context, tx pgx.Tx) (bool, error) {
+// queue queues a notification in a batch transaction's last statements
+// unless one was sent less than an interval ago; it reports whether it
+// did.
+func (n *notifier) queue(b *pgx.Batch) bool {
 	n.mu.Lock()
 	now := time.Now()
 	if now.Sub(n.last) < n.s.opts.NotifyInterval {
 		n.mu.Unlock()
-		return false, nil
+		return false
 	}
 	n.last = now
 	n.mu.Unlock()
-	_, err := tx.Exec(ctx, n.s.q.notify, n.s.channel, kindReady+":"+n.s.id)
-	return true, err
+	b.Queue(n.s.q.notify, n.s.channel, kindReady+":"+n.s.id)
+	return true
 }
 
 // committed runs after the commit of a batch that made runs claimable:

@@ -43,17 +43,17 @@ const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts
 type queries struct {
 	schema string // the quoted schema name
 
-	insRuns, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts string
-	claimIDs, claimNext, claimMore                                                string
-	selForUpdate, update, finishMany, insTL, insTL2                               string
-	effStartMany, effFinishMany, effClear, effDone, setCtx, heartbeat             string
-	addCounts, idsExist, insRollup, insError                                      string
-	selRun, selChain, selTimeline, selRunTL, selEffects, selPending               string
-	selCounts, selAbandoned, selRollups, selErrors                                string
-	prune, pruneRollups, pruneErrors, pruneKeys, compactRollups                   string
-	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget              string
-	nodeList, nodeHeld                                                            string
-	notify                                                                        string
+	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts string
+	claimIDs, claimNext, claimMore                                                             string
+	selForUpdate, update, finishMany, insTL, insTL2                                            string
+	effStartMany, effFinishMany, effClear, effDone, setCtx, heartbeat                          string
+	addCounts, idsExist, insRollup, insError                                                   string
+	selRun, selChain, selTimeline, selRunTL, selEffects, selPending                            string
+	selCounts, selAbandoned, selRollups, selErrors                                             string
+	prune, pruneRollups, pruneErrors, pruneKeys, compactRollups                                string
+	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                           string
+	nodeList, nodeHeld                                                                         string
+	notify                                                                                     string
 }
 
 func newQueries(schema string) queries {
@@ -63,6 +63,13 @@ func newQueries(schema string) queries {
 		SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(id, process, ord) ORDER BY i.ord
 		ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING
+		RETURNING seq, id`)
+	// The follow-up runs of a batch's attempt ends (no idempotency key, no
+	// bound): one row each, in order.
+	q.insChildren = s(`INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at)
+		SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[])
+			WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, ord) ORDER BY i.ord
 		RETURNING seq, id`)
 	q.selIdem = s(`SELECT ` + runCols + ` FROM $S.runs WHERE event = $1 AND idem_key = $2 AND process = ANY($3)`)
 	q.selKept = s(`SELECT process, run_id, created_at FROM $S.pruned_keys WHERE event = $1 AND key = $2 AND process = ANY($3)`)
@@ -79,7 +86,12 @@ func newQueries(schema string) queries {
 	// another transaction is claiming: no node waits for another's rows.
 	// The runs are picked into an array, which the update reads by primary
 	// key: a join would let the statement's generic plan (its LIMIT is a
-	// parameter) hash the whole table.
+	// parameter) hash the whole table. ClaimNext runs it with sorting and
+	// bitmap scans off (claimPlan), so that the runs are read in claim order
+	// from runs_idle and nothing else: with statistics that lag behind a
+	// growing backlog (a new table has none), the planner would otherwise
+	// read every active run of the processes (runs_active, or a bitmap of
+	// runs_idle) and sort them, at every claim.
 	q.claimNext = s(`UPDATE $S.runs r SET ` + claimSet + `
 		WHERE r.seq = ANY(ARRAY(
 			SELECT seq FROM $S.runs WHERE status = 'idle' AND (retry_at IS NULL OR retry_at <= $3) AND process = ANY($4)

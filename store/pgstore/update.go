@@ -33,8 +33,12 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 	if err != nil {
 		return store.UpdateResult{}, s.notFoundOr(ctx, u.RunID, err)
 	}
-	if rule.Guard == store.GuardEpoch && u.Children == nil && (len(u.From) == 0 || slices.Contains(u.From, store.StatusRunning)) {
-		o, _, _ := rule.Outcome(&u, 0) // no follow-up: never refused
+	if rule.Guard == store.GuardEpoch && plainChildren(u.Children) && (len(u.From) == 0 || slices.Contains(u.From, store.StatusRunning)) {
+		admitted := 0
+		if u.Children != nil {
+			admitted = len(u.Children.Runs)
+		}
+		o, _, _ := rule.Outcome(&u, admitted) // every follow-up is admitted: never refused
 		f := &finish{u: &u, rule: rule, o: o}
 		err := s.do(ctx, &cmd{fin: f})
 		return f.res, err
@@ -46,6 +50,25 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 		return err
 	})
 	return res, err
+}
+
+// plainChildren reports whether an update's follow-up runs (if any) are
+// all admitted whatever the database holds: no idempotency key and no
+// admission bound. Such an update ends its attempt in its batch's
+// statements, its follow-ups inserted by one statement for the batch.
+func plainChildren(a *store.Admission) bool {
+	if a == nil {
+		return true
+	}
+	if a.IdempotencyKey != "" || len(a.Runs) == 0 {
+		return false
+	}
+	for _, nr := range a.Runs {
+		if nr.Limit > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // notFoundOr returns ErrNotFound for an unknown run, else err.
@@ -188,7 +211,79 @@ func (w *wtx) finishMany(cs []*cmd) error {
 	if err := rows.Err(); err != nil {
 		return err
 	}
+	if err := w.insertChildren(cs, done); err != nil {
+		return err
+	}
 	return w.refuse(cs, done, func(c *cmd) string { return c.fin.u.RunID }, store.ErrFenced)
+}
+
+// insertChildren admits, in one statement, the follow-up runs of the
+// attempt ends of a batch that applied (done), in the batch's
+// transaction: they exist if and only if their parent's end commits.
+func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
+	var ids, procs, events []string
+	var corrs, parents []*string
+	var depths []int32
+	var payloads, contexts [][]byte
+	var created []int64
+	for i, c := range cs {
+		a := c.fin.u.Children
+		if !done[i] || a == nil {
+			continue
+		}
+		var corr *string
+		if a.CorrelationID != "" {
+			corr = &a.CorrelationID
+		}
+		for _, nr := range a.Runs {
+			ids, procs, events, parents = append(ids, nr.ID), append(procs, nr.Process), append(events, a.Event), append(parents, nullStr(a.ParentID))
+			corrs, depths = append(corrs, corr), append(depths, int32(a.Depth))
+			payloads, contexts, created = append(payloads, blob(a.Payload)), append(contexts, blob(a.Context)), append(created, a.Now.UnixNano())
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := w.tx.Query(w.ctx, w.s.q.insChildren, ids, procs, events, corrs, parents, depths, payloads, contexts, created)
+	if err != nil {
+		return err
+	}
+	seqs := make(map[string]int64, len(ids))
+	for rows.Next() {
+		var seq int64
+		var id string
+		if err := rows.Scan(&seq, &id); err != nil {
+			rows.Close()
+			return err
+		}
+		seqs[id] = seq
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, c := range cs {
+		a := c.fin.u.Children
+		if !done[i] || a == nil {
+			continue
+		}
+		for _, nr := range a.Runs {
+			seq, ok := seqs[nr.ID]
+			if !ok {
+				return errors.New("pgstore: a follow-up run was not inserted")
+			}
+			corr := a.CorrelationID
+			if corr == "" {
+				corr = nr.ID
+			}
+			w.moved("", store.StatusIdle)
+			c.fin.res.Children.Admitted = append(c.fin.res.Children.Admitted, store.Run{
+				ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
+				Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context, CreatedAt: time.Unix(0, a.Now.UnixNano()),
+			})
+		}
+	}
+	return nil
 }
 
 // refuse sets the error of every command not done: ErrNotFound when its

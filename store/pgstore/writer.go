@@ -150,11 +150,21 @@ func retryable(err error) bool {
 // per-command results; any other error fails the transaction.
 func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	ctx := s.bgCtxOrBackground()
-	tx, err := s.pool.Begin(ctx)
+	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
-	defer tx.Rollback(context.Background())
+	defer pc.Release() // a connection left inside a transaction is closed, not reused
+	tx, err := pc.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Rollback(context.Background())
+		}
+	}()
 	w := &wtx{s: s, ctx: ctx, tx: tx, counts: map[store.Status]int64{}}
 	var fins []*cmd
 	var starts []*cmd
@@ -187,22 +197,20 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	if err := w.effFinishMany(finishes); err != nil {
 		return err
 	}
-	if err := w.writeCounts(shard); err != nil {
-		return err
-	}
-	notified := false
-	if w.ready {
-		if notified, err = s.notify.inTx(ctx, tx); err != nil {
-			return err
-		}
-	}
+	// The status counts, the wake-up notification and COMMIT are sent
+	// together: one round trip.
+	end := &pgx.Batch{}
+	w.queueCounts(end, shard)
+	notified := w.ready && s.notify.queue(end)
 	// Tests may hold or fail the commit here (internal/commithook).
 	if err := commithook.BeforeCommit(s.hookName()); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
+	end.Queue("COMMIT")
+	if err := sendEnd(ctx, pc.Conn(), end); err != nil {
 		return err
 	}
+	committed = true
 	if w.ready {
 		s.notify.committed(notified)
 	}
@@ -220,10 +228,29 @@ func (s *Store) hookName() string { return "pgstore:" + s.opts.Schema }
 // committed batch must not be cut short, so it is never cancelled.
 func (s *Store) bgCtxOrBackground() context.Context { return context.Background() }
 
-// writeCounts adds the batch's status changes to the writer's shard, in
-// status order (so two transactions never lock the same rows in opposite
-// orders).
-func (w *wtx) writeCounts(shard int32) error {
+// sendEnd sends the end of a batch transaction, its last statement
+// COMMIT, and reads every result: an error, or a COMMIT that the server
+// turned into a rollback, fails the batch.
+func sendEnd(ctx context.Context, conn *pgx.Conn, b *pgx.Batch) error {
+	br := conn.SendBatch(ctx, b)
+	for i := 0; i < b.Len(); i++ {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return err
+		}
+		if i == b.Len()-1 && tag.String() != "COMMIT" {
+			br.Close()
+			return pgx.ErrTxCommitRollback
+		}
+	}
+	return br.Close()
+}
+
+// queueCounts queues the addition of the batch's status changes to the
+// writer's shard, in status order (so two transactions never lock the
+// same rows in opposite orders).
+func (w *wtx) queueCounts(b *pgx.Batch, shard int32) {
 	var sts []string
 	var ds []int64
 	for st, d := range w.counts {
@@ -232,14 +259,13 @@ func (w *wtx) writeCounts(shard int32) error {
 		}
 	}
 	if len(sts) == 0 {
-		return nil
+		return
 	}
 	slices.Sort(sts)
 	for _, st := range sts {
 		ds = append(ds, w.counts[store.Status(st)])
 	}
-	_, err := w.tx.Exec(w.ctx, w.s.q.addCounts, shard, sts, ds)
-	return err
+	b.Queue(w.s.q.addCounts, shard, sts, ds)
 }
 
 func isSentinel(err error) bool {

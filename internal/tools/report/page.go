@@ -79,7 +79,11 @@ func Page(dir, docsDir string) error {
 	if err != nil {
 		return fmt.Errorf("link the reports in %s from %s: %w", dir, docsDir, err)
 	}
-	md := PageMarkdown(latest, charts, filepath.ToSlash(rel))
+	pg, err := LoadPGCapacity(filepath.Join(dir, "..", "capacity"))
+	if err != nil {
+		return err
+	}
+	md := pageMarkdown(latest, charts, filepath.ToSlash(rel), pg)
 	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(md), 0o644)
 }
 
@@ -100,10 +104,16 @@ func scaleNote(r *Report) string {
 
 // PageMarkdown is the page's text.
 func PageMarkdown(latest map[string]*Report, charts []string, reportsRel string) string {
-	p := &page{latest: latest, charts: charts, reportsRel: reportsRel}
+	return pageMarkdown(latest, charts, reportsRel, nil)
+}
+
+// pageMarkdown is the page's text, with a PostgreSQL section if pg is set.
+func pageMarkdown(latest map[string]*Report, charts []string, reportsRel string, pg *PGCapacity) string {
+	p := &page{latest: latest, charts: charts, reportsRel: reportsRel, pg: pg}
 	p.intro()
 	p.apiMixed()
 	p.capacity()
+	p.postgres()
 	p.scraper()
 	p.trust()
 	p.strengths()
@@ -117,6 +127,7 @@ type page struct {
 	latest     map[string]*Report
 	charts     []string
 	reportsRel string
+	pg         *PGCapacity // a capacity run on PostgreSQL, or nil
 }
 
 // pick returns the reports of the scenarios ids that ran, in that order.
