@@ -104,6 +104,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlConf("Lease/StaleEffectStartFenced")},
 	},
 	{
+		Name:      "batch-partly-admitted",
+		Guarantee: "EmitBatch admits all of its events or none",
+		Edits: []Edit{{
+			File: "store/sqlitestore/batch.go",
+			Old:  "return batchAbort{err} // fails the transaction, not only this command",
+			New:  "return err",
+		}},
+		Tests: []Test{sqlStore("Store/AdmitBatch/AllOrNothing")},
+	},
+	{
 		Name:      "reclaim-at-start-delayed",
 		Guarantee: "a fresh process resumes a dead owner's runs at once, not after their leases",
 		Edits: []Edit{{
