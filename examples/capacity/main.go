@@ -5,7 +5,10 @@
 // its memory and I/O counters are its own; the table shows the median of
 // -reps repetitions beside the TypeScript engine's figures
 // (@yellatech/engine 0.14.5, the median of 3 repetitions on a quiet machine
-// of the same kind, measured on 2026-11-30; "—" where it has none).
+// of the same kind, measured on 2026-11-30; "—" where it has none). The
+// end-to-end measurements (e2e.go: admission inside the window) are also
+// shown as a fraction of the floor (floor_sqlite.go), the minimal durable
+// work of the design, measured in the same run.
 //
 //	go run ./examples/capacity              # everything, 3 reps
 //	go run ./examples/capacity -only noop-backlog,emit-seq -reps 5
