@@ -91,30 +91,52 @@ func (e *Engine) emit(ctx context.Context, via store.Admitter, event string, pay
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if e.isState(stateStopping) || e.isState(stateStopped) {
-		return Emission{}, nil, &Error{Code: CodeStopped, Op: "emit", Msg: "engine is stopped"}
-	}
-	targets := e.listeners(event)
-	if len(targets) == 0 {
-		return Emission{}, nil, &Error{Code: CodeUnknownEvent, Op: "emit", Msg: "no process listens to " + quote(event)}
-	}
-	enc, err := e.encodePayload(payload)
-	if err != nil {
-		err.(*Error).Op = "emit"
+	if err := e.emitting("emit"); err != nil {
 		return Emission{}, nil, err
 	}
-	adm := &store.Admission{Event: event, Payload: enc, IdempotencyKey: o.key, Runs: newRuns(targets), Now: e.clock.Now()}
+	adm, err := e.admission(event, payload, o.key)
+	if err != nil {
+		err.Op = "emit"
+		return Emission{}, nil, err
+	}
 	admit := e.store.Admit
 	if via != nil {
 		admit = via.Admit
 	}
-	res, err := admit(ctx, *adm)
-	if err != nil {
-		return Emission{}, nil, storeErr("emit", "", err)
+	res, serr := admit(ctx, *adm)
+	if serr != nil {
+		return Emission{}, nil, storeErr("emit", "", serr)
 	}
 	if via == nil {
 		e.admitted(adm, res)
 	}
+	return emissionOf(res), res.Pruned, nil
+}
+
+// emitting refuses an emission once the engine is stopping.
+func (e *Engine) emitting(op string) error {
+	if e.isState(stateStopping) || e.isState(stateStopped) {
+		return &Error{Code: CodeStopped, Op: op, Msg: "engine is stopped"}
+	}
+	return nil
+}
+
+// admission checks an event and its payload and builds its admission: one
+// new run per listener. The error has no Op: the caller sets it.
+func (e *Engine) admission(event string, payload any, key string) (*store.Admission, *Error) {
+	targets := e.listeners(event)
+	if len(targets) == 0 {
+		return nil, &Error{Code: CodeUnknownEvent, Msg: "no process listens to " + quote(event)}
+	}
+	enc, err := e.encodePayload(payload)
+	if err != nil {
+		return nil, err.(*Error)
+	}
+	return &store.Admission{Event: event, Payload: enc, IdempotencyKey: key, Runs: newRuns(targets), Now: e.clock.Now()}, nil
+}
+
+// emissionOf reports what an admission did.
+func emissionOf(res store.AdmitResult) Emission {
 	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing), Pruned: runIDs(res.Pruned)}
 	em.Existing = append(em.Existing, em.Pruned...)
 	for _, d := range res.Dropped {
@@ -129,7 +151,7 @@ func (e *Engine) emit(ctx context.Context, via store.Admitter, event string, pay
 	default:
 		em.Reason = ReasonDuplicate
 	}
-	return em, res.Pruned, nil
+	return em
 }
 
 func (e *Engine) publishDrop(event, process, correlation string) {

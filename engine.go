@@ -457,14 +457,25 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 			return err
 		}
 		progress := false
-		for _, r := range runs {
+		// A page's runs are abandoned concurrently, so that the store's
+		// writer commits them together (a few transactions per page), not
+		// one commit each: recovery after a crash with many runs in flight
+		// waits for a handful of commits before the first dispatch.
+		var wg sync.WaitGroup
+		for i := range runs {
+			r := &runs[i]
 			if seen[r.ID] || (!atStart && e.tracked(r.ID)) {
 				continue
 			}
 			seen[r.ID] = true
 			progress = true
-			e.abandon(&r, now, "lease expired", CodeLeaseExpired, true, nil)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e.abandon(r, now, "lease expired", CodeLeaseExpired, true, nil)
+			}()
 		}
+		wg.Wait()
 		if len(runs) < batch || !progress {
 			return nil
 		}

@@ -36,6 +36,7 @@ import (
 // fails when a function returning []Case is missing from this list.
 var engineSuite = []func() []Case{
 	engineCases,    // enginesuite_engine_test.go: emission, chains, caps, idempotency
+	batchCases,     // enginesuite_batch_test.go: EmitBatch
 	guaranteeCases, // enginesuite_guarantees_test.go: the README's guarantees, one break each
 	guardCases,     // enginesuite_guards_test.go: configuration and input guards
 	keyCases,       // enginesuite_keys_test.go: idempotency keys and retention

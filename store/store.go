@@ -31,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -52,6 +53,21 @@ var (
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store closed")
 )
+
+// BatchError reports the admission of an AdmitBatch that failed it, by its
+// index; nothing of the batch was admitted. It unwraps to the admission's
+// error.
+type BatchError struct {
+	Index int
+	Err   error
+}
+
+func (e *BatchError) Error() string {
+	return "admission " + strconv.Itoa(e.Index) + " of the batch: " + e.Err.Error()
+}
+
+// Unwrap returns the admission's error.
+func (e *BatchError) Unwrap() error { return e.Err }
 
 // StatusError reports a refused transition and the status that refused it.
 // It unwraps to ErrInvalidStatus.
@@ -465,6 +481,15 @@ type Store interface {
 	// the same key can still admit it. Follow-up admissions (ParentID set)
 	// must name an existing parent.
 	Admit(ctx context.Context, a Admission) (AdmitResult, error)
+
+	// AdmitBatch creates the runs of several admissions in one
+	// transaction: all of them or none. Each is decided as Admit decides
+	// it, in order, and sees the runs the earlier ones admitted: a repeated
+	// idempotency key finds the earlier admission's runs in Existing, and a
+	// cap counts them. When one admission fails, nothing is admitted and
+	// the error is a *BatchError naming it. The results are in the order
+	// of as.
+	AdmitBatch(ctx context.Context, as []Admission) ([]AdmitResult, error)
 
 	// Claim moves the given idle, due runs to running for req.Owner until
 	// req.LeaseUntil: the epoch and attempts increase by one and a timeline

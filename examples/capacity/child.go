@@ -40,6 +40,10 @@ func child(name string, args []string) {
 		recoveryChild(name, args[0])
 		return
 	}
+	if name == "recovery1k-fill" || name == "recovery1k-resume" {
+		recovery1kChild(name, args[0])
+		return
+	}
 	m := find(name)
 	if m == nil || m.run == nil {
 		fatal(fmt.Errorf("no child measurement %q", name))
@@ -118,7 +122,7 @@ func drainOn(st store.Store, mode string, runs int, event string, procs ...yella
 	if err != nil {
 		return result{}, err
 	}
-	w0 := writeBytes()
+	w0, c0 := writeBytes(), cpuSeconds()
 	var s0 sqlitestore.Stats
 	sq, _ := st.(*sqlitestore.Store)
 	roots := runs
@@ -134,7 +138,7 @@ func drainOn(st store.Store, mode string, runs int, event string, procs ...yella
 		if sq != nil {
 			s0 = sq.Stats()
 		}
-		t0 = time.Now()
+		c0, t0 = cpuSeconds(), time.Now() // KB/run still counts the admission
 		if err := e.Start(ctx); err != nil {
 			return result{}, err
 		}
@@ -155,7 +159,7 @@ func drainOn(st store.Store, mode string, runs int, event string, procs ...yella
 		return result{}, err
 	}
 	el := time.Since(t0)
-	r := result{Runs: runs, Seconds: el.Seconds(), PerSec: float64(runs) / el.Seconds(), KBPerRun: float64(writeBytes()-w0) / float64(runs) / 1024}
+	r := window(runs, el, w0, c0)
 	if sq != nil {
 		s := sq.Stats()
 		if n := s.Batches - s0.Batches; n > 0 {

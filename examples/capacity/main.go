@@ -5,7 +5,10 @@
 // its memory and I/O counters are its own; the table shows the median of
 // -reps repetitions beside the TypeScript engine's figures
 // (@yellatech/engine 0.14.5, the median of 3 repetitions on a quiet machine
-// of the same kind, measured on 2026-11-30; "—" where it has none).
+// of the same kind, measured on 2026-11-30; "—" where it has none). The
+// end-to-end measurements (e2e.go: admission inside the window) are also
+// shown as a fraction of the floor (floor_sqlite.go), the minimal durable
+// work of the design, measured in the same run.
 //
 //	go run ./examples/capacity              # everything, 3 reps
 //	go run ./examples/capacity -only noop-backlog,emit-seq -reps 5
@@ -48,6 +51,7 @@ type result struct {
 	CmdsPerTx   float64 `json:"cmds_per_tx,omitempty"`
 	FirstRunMs  float64 `json:"first_run_ms,omitempty"`
 	InFlightRSS float64 `json:"inflight_rss_mb,omitempty"`
+	CPUSeconds  float64 `json:"cpu_seconds,omitempty"` // user+system CPU in the window
 	Note        string  `json:"note,omitempty"`
 	// PostgreSQL measurements.
 	Procs       int     `json:"engine_processes,omitempty"`
@@ -158,6 +162,9 @@ func main() {
 		}
 	}
 	for n := range selected {
+		if f := floorFor[n]; f != "" {
+			selected[f] = true // a ratio is only ever to a floor of the same run
+		}
 		if find(n) == nil {
 			fatal(fmt.Errorf("unknown measurement %q (see -list)", n))
 		}
@@ -181,9 +188,11 @@ func main() {
 		for rep := 0; rep < *reps; rep++ {
 			var r result
 			var err error
-			switch {
-			case m.name == "recovery-100k":
+			switch m.name {
+			case "recovery-100k":
 				r, err = recovery()
+			case "recovery-1k":
+				r, err = recovery1k()
 			default:
 				r, err = runChild(m.name)
 			}
@@ -196,10 +205,14 @@ func main() {
 		all = append(all, rs...)
 		rows = append(rows, row{m, median(rs)})
 	}
-	fmt.Printf("\n%-15s | %-46s | %-26s | %s\n", "measurement", "Yella for Go (median)", "TypeScript engine", "what")
-	fmt.Println(strings.Repeat("-", 150))
+	meds := map[string]result{}
 	for _, r := range rows {
-		fmt.Printf("%-15s | %-46s | %-26s | %s\n", r.m.name, brief(r.m, r.med), r.m.seed, r.m.what)
+		meds[r.m.name] = r.med
+	}
+	fmt.Printf("\n%-19s | %-46s | %-42s | %-26s | %s\n", "measurement", "Yella for Go (median)", "vs the floor, same run", "TypeScript engine", "what")
+	fmt.Println(strings.Repeat("-", 190))
+	for _, r := range rows {
+		fmt.Printf("%-19s | %-46s | %-42s | %-26s | %s\n", r.m.name, brief(r.m, r.med), vsFloor(r.m.name, meds), r.m.seed, r.m.what)
 	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "reps": *reps, "results": all}, "", "  ")
@@ -219,6 +232,9 @@ func find(name string) *measurement {
 }
 
 func brief(m measurement, r result) string {
+	if s, ok := briefExtra(m, r); ok {
+		return s
+	}
 	switch {
 	case m.name == "recovery-100k":
 		return fmt.Sprintf("first run %.0f ms, drained %.0f ms", r.FirstRunMs, r.Seconds*1000)

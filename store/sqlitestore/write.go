@@ -12,6 +12,9 @@ import (
 
 // Admit implements store.Store.
 func (s *Store) Admit(ctx context.Context, a store.Admission) (store.AdmitResult, error) {
+	if res, known, err := s.admittedBefore(ctx, &a); err != nil || known {
+		return res, err
+	}
 	var res store.AdmitResult
 	err := s.do(ctx, func(w *wtx) error {
 		var err error

@@ -104,6 +104,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlConf("Lease/StaleEffectStartFenced")},
 	},
 	{
+		Name:      "batch-partly-admitted",
+		Guarantee: "EmitBatch admits all of its events or none",
+		Edits: []Edit{{
+			File: "store/sqlitestore/batch.go",
+			Old:  "return batchAbort{err} // fails the transaction, not only this command",
+			New:  "return err",
+		}},
+		Tests: []Test{sqlStore("Store/AdmitBatch/AllOrNothing")},
+	},
+	{
 		Name:      "reclaim-at-start-delayed",
 		Guarantee: "a fresh process resumes a dead owner's runs at once, not after their leases",
 		Edits: []Edit{{
@@ -130,8 +140,22 @@ var coreMutations = []Mutation{
 			File: "store/sqlitestore/write.go",
 			Old:  "\t\tif a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
 			New:  "\t\tif false && a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
+		}, {
+			File: "store/sqlitestore/duplicate.go",
+			Old:  "\tif a.IdempotencyKey == \"\" || a.ParentID != \"\" || len(a.Runs) == 0 {",
+			New:  "\tif true {",
 		}},
 		Tests: []Test{sqlConf("Idempotency/DuplicateAndDifferentKeys"), sqlConf("Engine/DuplicateEmitAndWaitReturnsExisting"), crashPoints},
+	},
+	{
+		Name:      "idempotency-ignored-in-writer",
+		Guarantee: "an idempotency key admits each listener at most once, also when its first admission is not committed yet",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "\t\tif a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
+			New:  "\t\tif false && a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
+		}},
+		Tests: []Test{sqlStore("Store/AdmitBatch/InOrder")},
 	},
 	{
 		Name:      "ack-before-commit",
