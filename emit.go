@@ -3,6 +3,7 @@ package yella
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -164,7 +165,8 @@ func (e *Engine) publishDrop(event, process, correlation string) {
 // (and, for a repeated idempotency key, of the runs admitted before) is
 // finished: completed, deferred, errored, dead, fenced or cancelled. It
 // returns the root runs as they ended. A run admitted before and already
-// pruned by retention is returned as the store kept it: ID, Process, Event,
+// pruned by retention, or pruned once its chain ended before this call read
+// it, is returned as the store kept it: ID, Process, Event,
 // IdempotencyKey, CreatedAt and Status completed. Delayed retries are
 // waited for; ctx bounds the wait (an error with CodeDrainTimeout).
 func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opts ...EmitOption) ([]Run, error) {
@@ -189,10 +191,17 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 			e.disp.ForgetWaiter(r.CorrelationID, ch)
 			return nil, &Error{Code: CodeDrainTimeout, Op: "emit and wait", Msg: "chain " + r.CorrelationID + " still active", Err: ctx.Err()}
 		}
-		if r, err = e.store.Run(ctx, id); err != nil {
+		ended, err := e.store.Run(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Retention pruned it once its chain ended (only a completed
+			// run is pruned): returned as a pruned run is.
+			ended = store.Run{ID: r.ID, Process: r.Process, Event: r.Event, IdempotencyKey: r.IdempotencyKey,
+				CreatedAt: r.CreatedAt, Status: store.StatusCompleted}
+		case err != nil:
 			return nil, storeErr("emit and wait", id, err)
 		}
-		out = append(out, runOf(r))
+		out = append(out, runOf(ended))
 	}
 	return append(out, runsOf(pruned)...), nil
 }
