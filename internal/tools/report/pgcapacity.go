@@ -63,6 +63,7 @@ func LoadPGCapacity(dir string) (*PGCapacity, error) {
 func (p *page) postgres() {
 	c := p.pg
 	if c == nil {
+		p.pgScenarios(true)
 		return
 	}
 	w := p.w
@@ -117,4 +118,44 @@ func (p *page) postgres() {
 			e.PerSec, e.P50us, e.P99us, e.WALPerRun)
 		w("")
 	}
+	p.pgScenarios(false)
+}
+
+// pgScenarios writes the public scenarios run on PostgreSQL (one engine
+// process, a fresh schema each), beside the same scenario on SQLite;
+// heading says whether the section's title is still to be written.
+func (p *page) pgScenarios(heading bool) {
+	ids := make([]string, 0, len(p.pgRuns))
+	for id := range p.pgRuns {
+		ids = append(ids, id)
+	}
+	if len(ids) == 0 {
+		return
+	}
+	sort.Strings(ids)
+	w := p.w
+	if heading {
+		w("## PostgreSQL")
+		w("")
+	}
+	w("### The scenarios on PostgreSQL")
+	w("")
+	w("The same scenarios with the engine on `store/pgstore` (one engine process, a fresh schema per scenario; the kill drills")
+	w("are skipped), at the scale each names; SQLite is the same scenario's report above, at its own scale.")
+	w("")
+	w("| Scenario | Emit rate achieved | Throughput (avg / loaded) | p50 / p95 / p99 | Peak RSS | Dropped | Retries | Dead | Fenced | SQLite: throughput, p95 | Reports |")
+	w("|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, id := range ids {
+		r := p.pgRuns[id]
+		t := r.Totals
+		sq := "not run"
+		if s := p.latest[id]; s != nil {
+			sq = fmt.Sprintf("%.0f runs/s, %.0f ms%s", s.Totals.ThroughputLoad, s.Durations.P95Ms, scaleNote(s))
+		}
+		w("| %s%s | %.1f%% | %.0f / %.0f runs/s | %.0f / %.0f / %.0f ms | %.0f MB | %d | %d | %d | %d | %s | %s |",
+			r.Scenario.Label, scaleNote(r), 100*float64(t.SeedAttempts)/max(t.SeedNominal, 1), t.ThroughputAvg, t.ThroughputLoad,
+			r.Durations.P50Ms, r.Durations.P95Ms, r.Durations.P99Ms, float64(r.Memory.PeakRSSBytes)/(1<<20),
+			t.SeedDropped, t.Retries, t.DeadLetters, t.Fenced, sq, link(r, p.reportsRel))
+	}
+	w("")
 }
