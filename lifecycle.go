@@ -125,11 +125,13 @@ func (e *Engine) refused(c *change, err error) {
 // admitted indexes the runs an admission created and announces them, with
 // its drops: the one place that does, for emissions and follow-ups alike.
 func (e *Engine) admitted(a *store.Admission, res store.AdmitResult) {
-	for i := range res.Admitted {
-		e.enqueue(itemOf(&res.Admitted[i]))
-	}
+	// Announced before they are queued: a run queued first could start,
+	// and publish run:started, before its run:admitted.
 	for i := range res.Admitted {
 		e.publish(with(runEvent(&res.Admitted[i]), RunAdmitted))
+	}
+	for i := range res.Admitted {
+		e.enqueue(itemOf(&res.Admitted[i]))
 	}
 	for _, d := range res.Dropped {
 		e.publishDrop(a.Event, d.Process, a.CorrelationID)
