@@ -3,6 +3,7 @@ package yella
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -79,34 +80,64 @@ func (em Emission) Err() error {
 // CodeInvalidPayload, CodeStopped after Stop, CodeUnavailable when the
 // store fails. On error nothing is admitted.
 func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...EmitOption) (Emission, error) {
-	em, _, err := e.emit(ctx, event, payload, opts)
+	em, _, err := e.emit(ctx, nil, event, payload, opts)
 	return em, err
 }
 
 // emit is Emit, also returning what the store knows of the pruned runs.
-func (e *Engine) emit(ctx context.Context, event string, payload any, opts []EmitOption) (Emission, []store.Run, error) {
+// via, if not nil, admits instead of the store, in a caller's transaction
+// (EmitTx): its runs are not announced.
+func (e *Engine) emit(ctx context.Context, via store.Admitter, event string, payload any, opts []EmitOption) (Emission, []store.Run, error) {
 	var o emitOpts
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if e.isState(stateStopping) || e.isState(stateStopped) {
-		return Emission{}, nil, &Error{Code: CodeStopped, Op: "emit", Msg: "engine is stopped"}
+	if err := e.emitting("emit"); err != nil {
+		return Emission{}, nil, err
 	}
+	adm, err := e.admission(event, payload, o.key)
+	if err != nil {
+		err.Op = "emit"
+		return Emission{}, nil, err
+	}
+	admit := e.store.Admit
+	if via != nil {
+		admit = via.Admit
+	}
+	res, serr := admit(ctx, *adm)
+	if serr != nil {
+		return Emission{}, nil, storeErr("emit", "", serr)
+	}
+	if via == nil {
+		e.admitted(adm, res)
+	}
+	return emissionOf(res), res.Pruned, nil
+}
+
+// emitting refuses an emission once the engine is stopping.
+func (e *Engine) emitting(op string) error {
+	if e.isState(stateStopping) || e.isState(stateStopped) {
+		return &Error{Code: CodeStopped, Op: op, Msg: "engine is stopped"}
+	}
+	return nil
+}
+
+// admission checks an event and its payload and builds its admission: one
+// new run per listener. The error has no Op: the caller sets it.
+func (e *Engine) admission(event string, payload any, key string) (*store.Admission, *Error) {
 	targets := e.listeners(event)
 	if len(targets) == 0 {
-		return Emission{}, nil, &Error{Code: CodeUnknownEvent, Op: "emit", Msg: "no process listens to " + quote(event)}
+		return nil, &Error{Code: CodeUnknownEvent, Msg: "no process listens to " + quote(event)}
 	}
 	enc, err := e.encodePayload(payload)
 	if err != nil {
-		err.(*Error).Op = "emit"
-		return Emission{}, nil, err
+		return nil, err.(*Error)
 	}
-	adm := &store.Admission{Event: event, Payload: enc, IdempotencyKey: o.key, Runs: newRuns(targets), Now: e.clock.Now()}
-	res, err := e.store.Admit(ctx, *adm)
-	if err != nil {
-		return Emission{}, nil, storeErr("emit", "", err)
-	}
-	e.admitted(adm, res)
+	return &store.Admission{Event: event, Payload: enc, IdempotencyKey: key, Runs: newRuns(targets), Now: e.clock.Now()}, nil
+}
+
+// emissionOf reports what an admission did.
+func emissionOf(res store.AdmitResult) Emission {
 	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing), Pruned: runIDs(res.Pruned)}
 	em.Existing = append(em.Existing, em.Pruned...)
 	for _, d := range res.Dropped {
@@ -121,7 +152,7 @@ func (e *Engine) emit(ctx context.Context, event string, payload any, opts []Emi
 	default:
 		em.Reason = ReasonDuplicate
 	}
-	return em, res.Pruned, nil
+	return em
 }
 
 func (e *Engine) publishDrop(event, process, correlation string) {
@@ -134,11 +165,12 @@ func (e *Engine) publishDrop(event, process, correlation string) {
 // (and, for a repeated idempotency key, of the runs admitted before) is
 // finished: completed, deferred, errored, dead, fenced or cancelled. It
 // returns the root runs as they ended. A run admitted before and already
-// pruned by retention is returned as the store kept it: ID, Process, Event,
+// pruned by retention, or pruned once its chain ended before this call read
+// it, is returned as the store kept it: ID, Process, Event,
 // IdempotencyKey, CreatedAt and Status completed. Delayed retries are
 // waited for; ctx bounds the wait (an error with CodeDrainTimeout).
 func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opts ...EmitOption) ([]Run, error) {
-	em, pruned, err := e.emit(ctx, event, payload, opts)
+	em, pruned, err := e.emit(ctx, nil, event, payload, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +181,9 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 		if err != nil {
 			return nil, storeErr("emit and wait", id, err)
 		}
+		if err := e.waitShared(ctx, r.CorrelationID); err != nil {
+			return nil, err
+		}
 		ch := e.disp.CorrelationDone(r.CorrelationID)
 		select {
 		case <-ch:
@@ -156,10 +191,17 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 			e.disp.ForgetWaiter(r.CorrelationID, ch)
 			return nil, &Error{Code: CodeDrainTimeout, Op: "emit and wait", Msg: "chain " + r.CorrelationID + " still active", Err: ctx.Err()}
 		}
-		if r, err = e.store.Run(ctx, id); err != nil {
+		ended, err := e.store.Run(ctx, id)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			// Retention pruned it once its chain ended (only a completed
+			// run is pruned): returned as a pruned run is.
+			ended = store.Run{ID: r.ID, Process: r.Process, Event: r.Event, IdempotencyKey: r.IdempotencyKey,
+				CreatedAt: r.CreatedAt, Status: store.StatusCompleted}
+		case err != nil:
 			return nil, storeErr("emit and wait", id, err)
 		}
-		out = append(out, runOf(r))
+		out = append(out, runOf(ended))
 	}
 	return append(out, runsOf(pruned)...), nil
 }

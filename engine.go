@@ -31,10 +31,13 @@ type Engine struct {
 	byEvent map[string][]*registered
 
 	disp    *dispatch.Dispatcher
+	node    *node // on a shared store (shared.go), else nil
 	rec     *obs.Recorder
 	metrics counters
-	subs    subscribers
-	drops   dropLog
+	// storeHealth tracks whether store calls succeed (storehealth.go).
+	storeHealth storeHealth
+	subs        subscribers
+	drops       dropLog
 
 	// io is the context of store calls: never cancelled, so that a hard stop
 	// can still record what it abandons.
@@ -53,7 +56,8 @@ type Engine struct {
 	timerSeq int
 	loopWG   sync.WaitGroup
 	loopsOff bool
-	backoff  time.Duration // claim-failure backoff
+	backoff  time.Duration  // claim-failure backoff
+	writing  map[string]int // runs whose outcome is being recorded (retried while the store fails)
 }
 
 type engineState int
@@ -89,10 +93,13 @@ func New(cfg Config) (*Engine, error) {
 		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Logger, owner: owner,
 		procs: map[string]*registered{}, byEvent: map[string][]*registered{},
 		rec: obs.NewRecorder(cfg.ObservabilityBucket), io: context.Background(),
-		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{},
+		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{}, writing: map[string]int{},
 	}
 	e.runCtx, e.stopRun = context.WithCancelCause(context.Background())
-	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(it) }})
+	if sh, ok := cfg.Store.(store.Shared); ok {
+		e.node = newNode(e, sh)
+	}
+	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(it) }, Freed: e.freed})
 	return e, nil
 }
 
@@ -204,10 +211,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.state = stateStarted
 	e.mu.Unlock()
 	fail := func(err error) error {
+		e.leaveNode()
 		e.mu.Lock()
 		e.state = stateNew
 		e.mu.Unlock()
 		return storeErr("start", "", err)
+	}
+	if err := e.joinNode(ctx); err != nil {
+		return fail(err)
 	}
 	if err := e.reclaim(ctx, true); err != nil {
 		return fail(err)
@@ -215,7 +226,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	// The first page of idle runs is dispatched at once; the rest is loaded
 	// in the background, so a large backlog does not delay recovery. Drain
 	// waits for the loading (a dispatcher hold).
-	first, err := e.store.Pending(ctx, 0, pendingPage)
+	first, err := e.firstPending(ctx)
 	if err != nil {
 		return fail(err)
 	}
@@ -229,7 +240,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.every(e.cfg.HeartbeatInterval, e.heartbeat)
 	e.every(e.cfg.ReclaimInterval, func() {
 		if err := e.reclaim(e.io, false); err != nil {
-			e.internalError("reclaim", err)
+			e.storeFailed("reclaim", err)
 		}
 	})
 	e.every(e.cfg.FlushInterval, func() { e.flush(e.clock.Now()) })
@@ -257,6 +268,10 @@ func pendingItems(ps []store.Pending) []dispatch.Item {
 func (e *Engine) loadPending(after int64) {
 	defer e.loopWG.Done()
 	defer e.disp.Release()
+	if e.node != nil { // a node claims through the store
+		e.node.poke()
+		return
+	}
 	for {
 		var page []store.Pending
 		err := e.persist("load pending", func() error {
@@ -325,6 +340,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.mu.Unlock()
 
 	e.disp.Pause()
+	e.stopNode()
 	var stopErr error
 	select {
 	case <-e.disp.Quiet():
@@ -337,6 +353,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	e.flush(time.Time{})
 	e.disp.Close()
 	e.stopRun(errStopped)
+	e.leaveNode()
 	e.mu.Lock()
 	e.state = stateStopped
 	close(e.stopped)
@@ -402,9 +419,10 @@ func (e *Engine) heartbeat() {
 	now := e.clock.Now()
 	leases, err := e.store.Heartbeat(e.io, e.owner, now, now.Add(e.cfg.LeaseTimeout))
 	if err != nil {
-		e.internalError("heartbeat", err)
+		e.storeFailed("heartbeat", err)
 		return
 	}
+	e.storeOK()
 	held := make(map[string]int64, len(leases))
 	for _, l := range leases {
 		held[l.RunID] = l.Epoch
@@ -423,6 +441,7 @@ func (e *Engine) heartbeat() {
 	for _, a := range lost {
 		a.cancel(errLeaseLost)
 	}
+	e.handBackOrphans(held)
 }
 
 // reclaim finds runs whose owner is gone and requeues (or dead-letters) them.
@@ -438,14 +457,25 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 			return err
 		}
 		progress := false
-		for _, r := range runs {
+		// A page's runs are abandoned concurrently, so that the store's
+		// writer commits them together (a few transactions per page), not
+		// one commit each: recovery after a crash with many runs in flight
+		// waits for a handful of commits before the first dispatch.
+		var wg sync.WaitGroup
+		for i := range runs {
+			r := &runs[i]
 			if seen[r.ID] || (!atStart && e.tracked(r.ID)) {
 				continue
 			}
 			seen[r.ID] = true
 			progress = true
-			e.abandon(&r, now, "lease expired", CodeLeaseExpired, true, nil)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				e.abandon(r, now, "lease expired", CodeLeaseExpired, true, nil)
+			}()
 		}
+		wg.Wait()
 		if len(runs) < batch || !progress {
 			return nil
 		}
@@ -467,7 +497,9 @@ func (e *Engine) abandon(r *store.Run, now time.Time, why string, code Code, rec
 // the drop log lines owed (all of them if before is zero: the final flush).
 func (e *Engine) flush(before time.Time) {
 	if err := e.rec.Flush(e.io, e.store, before); err != nil {
-		e.log.Warn("observability flush failed; kept for the next one", "err", err)
+		if !e.storeHealth.down.Load() { // else the outage is logged already
+			e.log.Warn("observability flush failed; kept for the next one", "err", err)
+		}
 	}
 	e.drops.flush(e, before.IsZero())
 }
@@ -484,7 +516,7 @@ func (e *Engine) prune() {
 	for range 100 { // bounded per sweep; the next sweep continues
 		n, err := e.store.Prune(e.io, req)
 		if err != nil {
-			e.internalError("retention", err)
+			e.storeFailed("retention", err)
 			return
 		}
 		e.metrics.pruned.Add(int64(n))
@@ -493,13 +525,33 @@ func (e *Engine) prune() {
 		}
 		req.ObservabilityBefore = time.Time{}
 	}
+	if c, ok := e.store.(store.RollupCompactor); ok {
+		e.compactRollups(c, now)
+	}
 	if e.cfg.KeyRetention <= 0 {
 		return
 	}
 	for range 100 {
 		n, err := e.store.PruneKeys(e.io, now.Add(-e.cfg.KeyRetention), e.cfg.RetentionBatch)
 		if err != nil {
-			e.internalError("key retention", err)
+			e.storeFailed("key retention", err)
+			return
+		}
+		if n < e.cfg.RetentionBatch {
+			return
+		}
+	}
+}
+
+// compactRollups merges the rollup rows that the nodes of a shared store
+// each wrote for one process and bucket, in buckets every live node has
+// flushed (closed for two flush intervals), a bounded number per sweep.
+func (e *Engine) compactRollups(c store.RollupCompactor, now time.Time) {
+	before := now.Add(-e.cfg.ObservabilityBucket - 2*e.cfg.FlushInterval).Truncate(e.cfg.ObservabilityBucket)
+	for range 10 {
+		n, err := c.CompactRollups(e.io, before, e.cfg.RetentionBatch, obs.MergeRollups)
+		if err != nil {
+			e.internalError("rollup compaction", err)
 			return
 		}
 		if n < e.cfg.RetentionBatch {
@@ -520,6 +572,10 @@ func (e *Engine) enqueue(items ...dispatch.Item) {
 		}
 	}
 	e.regMu.RUnlock()
+	if e.node != nil {
+		e.node.enqueue(keep)
+		return
+	}
 	if len(keep) > 0 {
 		e.disp.Add(keep...)
 	}

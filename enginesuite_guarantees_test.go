@@ -114,6 +114,9 @@ func guaranteeCases() []Case {
 			for range 5 {
 				h.Emit(e, "ev", nil)
 			}
+			if _, nodes := h.St.(store.Shared); nodes { // a node claims through the store, after Emit returns
+				h.WaitFor("two executing", func() bool { m, _ := e.Metrics(h.Ctx()); return m.Processes["q"].InFlight == 2 })
+			}
 			m, err := e.Metrics(h.Ctx())
 			Expect(h, "metrics", err, nil)
 			Expect(h, "executing after the emissions", m.Processes["q"].InFlight, 2)

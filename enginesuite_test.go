@@ -36,6 +36,7 @@ import (
 // fails when a function returning []Case is missing from this list.
 var engineSuite = []func() []Case{
 	engineCases,    // enginesuite_engine_test.go: emission, chains, caps, idempotency
+	batchCases,     // enginesuite_batch_test.go: EmitBatch
 	guaranteeCases, // enginesuite_guarantees_test.go: the README's guarantees, one break each
 	guardCases,     // enginesuite_guards_test.go: configuration and input guards
 	keyCases,       // enginesuite_keys_test.go: idempotency keys and retention
@@ -53,6 +54,8 @@ var engineStores = []struct {
 	f    storetest.Factory
 	// slow: skipped with -short (a real file per case; slow under -race).
 	slow bool
+	// skip, if set, says why the store's cases skip ("" runs them).
+	skip func() string
 }{
 	{name: "memstore", f: storetest.Factory{
 		Open:   func(testing.TB, string) store.Store { return memstore.New() },
@@ -68,6 +71,7 @@ var engineStores = []struct {
 		},
 		Durable: true,
 	}},
+	{name: "pgstore", slow: true, skip: pgSkip, f: pgFactory()},
 }
 
 // Case is one engine-suite check.
@@ -100,6 +104,9 @@ func TestEngineSuite(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			if s.slow && testing.Short() {
 				t.Skip("-short: the engine suite on " + s.name + " runs without -short")
+			}
+			if s.skip != nil && s.skip() != "" {
+				t.Skip(s.skip())
 			}
 			for _, c := range engineSuiteCases() {
 				t.Run(c.Name, func(t *testing.T) { runCase(t, s.f, c) })

@@ -58,6 +58,11 @@ func (e *Engine) execute(it dispatch.Item) {
 // begin claims the run and prepares its attempt; nil means there is
 // nothing to execute (the run is already dealt with).
 func (e *Engine) begin(it dispatch.Item) *attempt {
+	if e.node != nil {
+		if r, ok := e.node.take(it.ID); ok { // claimed through the shared store
+			return e.prepare(it, &r)
+		}
+	}
 	if e.lookup(it.Process) == nil { // unregistered since it was queued: leave the run idle
 		e.disp.Done(it)
 		return nil
@@ -65,7 +70,7 @@ func (e *Engine) begin(it dispatch.Item) *attempt {
 	now := e.clock.Now()
 	runs, err := e.store.Claim(e.io, store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)})
 	if err != nil {
-		e.internalError("claim", err)
+		e.storeFailed("claim", err)
 		if !e.isState(stateStopping) && !e.isState(stateStopped) {
 			// The run is still idle in the store; try it again later rather
 			// than forget it.
@@ -293,12 +298,16 @@ func (e *Engine) persist(op string, write func() error) error {
 	wait := 100 * time.Millisecond
 	for {
 		err := write()
-		if err == nil || errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
+		if err == nil {
+			e.storeOK()
+			return nil
+		}
+		if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
 			errors.Is(err, store.ErrInvalidStatus) || errors.Is(err, store.ErrClosed) ||
 			errors.Is(err, store.ErrNotAdmitted) || errors.Is(err, store.ErrInvalidUpdate) {
 			return err
 		}
-		e.internalError(op, fmt.Errorf("%w (retrying in %s)", err, wait))
+		e.storeFailed(op, fmt.Errorf("%w (retrying in %s)", err, wait))
 		if !e.sleep(wait) {
 			return err
 		}

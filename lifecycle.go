@@ -60,6 +60,16 @@ func (e *Engine) apply(ctx context.Context, c *change, res *store.UpdateResult) 
 		*res, err = e.store.Update(ctx, c.u)
 		return err
 	}
+	e.mu.Lock()
+	e.writing[c.u.RunID]++
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		if e.writing[c.u.RunID]--; e.writing[c.u.RunID] <= 0 {
+			delete(e.writing, c.u.RunID)
+		}
+		e.mu.Unlock()
+	}()
 	return e.persist("finish", func() error {
 		var err error
 		*res, err = e.store.Update(ctx, c.u)
@@ -115,11 +125,13 @@ func (e *Engine) refused(c *change, err error) {
 // admitted indexes the runs an admission created and announces them, with
 // its drops: the one place that does, for emissions and follow-ups alike.
 func (e *Engine) admitted(a *store.Admission, res store.AdmitResult) {
-	for i := range res.Admitted {
-		e.enqueue(itemOf(&res.Admitted[i]))
-	}
+	// Announced before they are queued: a run queued first could start,
+	// and publish run:started, before its run:admitted.
 	for i := range res.Admitted {
 		e.publish(with(runEvent(&res.Admitted[i]), RunAdmitted))
+	}
+	for i := range res.Admitted {
+		e.enqueue(itemOf(&res.Admitted[i]))
 	}
 	for _, d := range res.Dropped {
 		e.publishDrop(a.Event, d.Process, a.CorrelationID)
@@ -130,6 +142,9 @@ func (e *Engine) admitted(a *store.Admission, res store.AdmitResult) {
 // attempt executing it here (its later writes are fenced).
 func (e *Engine) stop(id string) {
 	if e.disp.Remove(id) {
+		if e.node != nil {
+			e.node.forget(id)
+		}
 		return
 	}
 	e.mu.Lock()

@@ -175,6 +175,7 @@ func (s *server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.bounded(s.overview))
 	mux.HandleFunc("GET /processes", s.bounded(s.processes))
+	mux.HandleFunc("GET /nodes", s.bounded(s.nodes))
 	mux.HandleFunc("GET /runs", s.bounded(s.runs))
 	mux.HandleFunc("GET /runs/{id}", s.bounded(s.run))
 	mux.HandleFunc("GET /trace", s.bounded(s.tracePicker))

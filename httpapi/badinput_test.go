@@ -291,6 +291,12 @@ func filterCases() []badCase {
 		{name: "limit too big", method: "GET", target: "/api/runs?limit=1001", want: []int{400}},
 		{name: "limit huge", method: "GET", target: "/api/runs?limit=99999999999999999999", want: []int{400}},
 		{name: "limit float", method: "GET", target: "/api/runs?limit=1e3", want: []int{400}},
+		{name: "nodes limit zero", method: "GET", target: "/api/nodes?limit=0", want: []int{400}},
+		{name: "nodes limit too big", method: "GET", target: "/api/nodes?limit=1001", want: []int{400}},
+		{name: "nodes limit garbage", method: "GET", target: "/api/nodes?limit=x", want: []int{400}},
+		{name: "nodes limit twice", method: "GET", target: "/api/nodes?limit=1&limit=2", want: []int{400}},
+		{name: "nodes unknown parameter", method: "GET", target: "/api/nodes?owner=a", want: []int{400}},
+		{name: "nodes", method: "GET", target: "/api/nodes?limit=1000", want: []int{200}},
 		{name: "since garbage", method: "GET", target: "/api/events?since=x", want: []int{400}},
 		{name: "observability window huge", method: "GET", target: "/api/observability?window=2562047h", want: []int{200, 400}},
 		{name: "observability bucket tiny", method: "GET", target: "/api/observability?window=24h&bucket=1ns", want: []int{200, 400, 422}},
@@ -404,7 +410,9 @@ func TestBadInput(t *testing.T) {
 	srv := httptest.NewUnstartedServer(e.h)
 	srv.Config.MaxHeaderBytes = 64 << 10 // as yella serve
 	srv.Start()
-	defer srv.Close()
+	// A cleanup, not a defer: it runs after the streams' bodies are closed
+	// (cleanups run last first), so a failing test does not hang on a stream.
+	t.Cleanup(srv.Close)
 	var deep string
 	for _, c := range badCases() {
 		t.Run(c.name, func(t *testing.T) {

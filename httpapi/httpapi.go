@@ -1,8 +1,9 @@
 // Package httpapi is Yella's JSON HTTP API: runs (filtered, paged), run
 // detail with timeline and effects, chains and traces, processes and the
-// event graph, emit, the operator actions (retry, requeue, cancel, resume,
-// complete an effect), metrics, observability, and a Server-Sent Events
-// stream of lifecycle events with replay.
+// event graph, the nodes sharing the store, emit, the operator actions
+// (retry, requeue, cancel, resume, complete an effect), metrics,
+// observability, and a Server-Sent Events stream of lifecycle events with
+// replay.
 //
 // Every route lives under /api/. Errors are {"error": {"code", "message"}}
 // with a stable code; statusOf maps them to HTTP statuses in one table.
@@ -164,6 +165,7 @@ func (a *API) routes() {
 	}{
 		{"GET /api/health", a.read(false, a.health)},
 		{"GET /api/processes", a.read(true, a.processes)},
+		{"GET /api/nodes", a.read(true, a.nodes)},
 		{"GET /api/runs", a.read(true, a.runs)},
 		{"GET /api/runs/{id}", a.read(true, a.run)},
 		{"GET /api/runs/{id}/chain", a.read(true, a.chain)},

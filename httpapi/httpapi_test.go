@@ -176,6 +176,7 @@ func TestShapes(t *testing.T) {
 	for _, c := range []struct{ name, path string }{
 		{"health", "/api/health"},
 		{"processes", "/api/processes"},
+		{"nodes-single", "/api/nodes"},
 		{"runs", "/api/runs?root=true&order=oldest&total=true"},
 		{"runs-page", "/api/runs?limit=2&order=oldest"},
 		{"run", "/api/runs/" + f.ids["order"]},
@@ -367,7 +368,9 @@ func connect(t *testing.T, url, lastID string) *sseClient {
 func TestEvents(t *testing.T) {
 	f := newFixture(t)
 	srv := httptest.NewServer(f.api)
-	defer srv.Close()
+	// A cleanup, not a defer: it runs after the streams' bodies are closed
+	// (cleanups run last first), so a failing test does not hang on a stream.
+	t.Cleanup(srv.Close)
 	c := connect(t, srv.URL+"/api/events", "")
 	ctx := context.Background()
 	if _, err := f.eng.EmitAndWait(ctx, "order:placed", nil); err != nil {

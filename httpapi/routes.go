@@ -15,6 +15,11 @@ import (
 )
 
 func (a *API) health(w http.ResponseWriter, r *http.Request) {
+	if sh := a.eng.StoreHealth(); !sh.Up { // the engine's claims and writes fail: not ok, whatever a read may answer
+		a.reply(w, r, http.StatusServiceUnavailable, Health{Status: "store-down", Version: a.opts.Version, Owner: a.eng.Owner(),
+			UptimeSeconds: time.Since(a.started).Seconds(), Store: &StoreDown{Since: sh.Since.UTC(), LastError: sh.LastError, Failures: sh.Failures}})
+		return
+	}
 	m, err := a.eng.Metrics(r.Context())
 	if err != nil {
 		a.fail(w, r, err)
@@ -54,6 +59,55 @@ func (a *API) processes(w http.ResponseWriter, r *http.Request) {
 	sort.Slice(out.Processes, func(i, j int) bool { return out.Processes[i].Name < out.Processes[j].Name })
 	for _, e := range a.eng.Graph().Edges {
 		out.Edges = append(out.Edges, Edge{From: e.From, Event: e.Event, To: e.To})
+	}
+	a.reply(w, r, http.StatusOK, out)
+}
+
+// SingleNodeNote is GET /api/nodes's note on a store that is not shared.
+const SingleNodeNote = "single-node store: the engine serving this API is the database's only one; several servers share a PostgreSQL database"
+
+// ParseNodeQuery reads GET /api/nodes's query string: limit (1 to
+// yella.MaxNodeLimit; default yella.DefaultNodeLimit). Anything else is an
+// error.
+func ParseNodeQuery(v url.Values) (limit int, err error) {
+	for k, vals := range v {
+		if k != "limit" {
+			return 0, fmt.Errorf("unknown parameter %q (nodes takes limit)", k)
+		}
+		if len(vals) > 1 {
+			return 0, fmt.Errorf("limit is given %d times", len(vals))
+		}
+		n, err := strconv.Atoi(vals[0])
+		if err != nil || n < 1 || n > yella.MaxNodeLimit {
+			return 0, fmt.Errorf("limit must be a number from 1 to %d, got %q", yella.MaxNodeLimit, vals[0])
+		}
+		limit = n
+	}
+	return limit, nil
+}
+
+func (a *API) nodes(w http.ResponseWriter, r *http.Request) {
+	limit, err := ParseNodeQuery(r.URL.Query())
+	if err != nil {
+		a.fail(w, r, badRequest("INVALID_QUERY", err.Error()))
+		return
+	}
+	list, err := a.eng.Nodes(r.Context(), limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := Nodes{Shared: list.Shared, Self: list.Self, Nodes: []Node{}}
+	if !list.Shared {
+		out.Note = SingleNodeNote
+	}
+	for _, n := range list.Nodes {
+		state := "live"
+		if n.Gone {
+			state = "gone"
+		}
+		out.Nodes = append(out.Nodes, Node{Owner: n.Owner, JoinedAt: n.JoinedAt.UTC(), LastHeartbeat: n.Seen.UTC(),
+			HeartbeatAgeSeconds: n.Age.Seconds(), State: state, Self: n.Self, Running: n.Running, ByProcess: n.ByProcess})
 	}
 	a.reply(w, r, http.StatusOK, out)
 }

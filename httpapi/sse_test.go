@@ -208,7 +208,9 @@ func TestSSESlowClientGetsReset(t *testing.T) {
 func TestSSESubscriberCap(t *testing.T) {
 	f := newFixtureWith(t, nil, httpapi.Options{MaxSubscribers: 2, Keepalive: time.Hour})
 	srv := httptest.NewServer(f.api)
-	defer srv.Close()
+	// A cleanup, not a defer: it runs after the streams' bodies are closed
+	// (cleanups run last first), so a failing test does not hang on a stream.
+	t.Cleanup(srv.Close)
 	defer f.api.Close() // ends the streams first
 	connect(t, srv.URL+"/api/events", "")
 	c2 := connect(t, srv.URL+"/api/events", "")

@@ -207,12 +207,23 @@ func traceOf(t yella.Trace) Trace {
 
 // Health is GET /api/health.
 type Health struct {
-	Status        string                 `json:"status"` // "ok"; "degraded" while replication is stalled
+	// Status is "ok"; "degraded" while replication is stalled;
+	// "store-down" (with HTTP 503, and Store set) while the engine's
+	// store calls fail.
+	Status        string                 `json:"status"`
 	Version       string                 `json:"version,omitempty"`
 	Owner         string                 `json:"owner"`
 	UptimeSeconds float64                `json:"uptimeSeconds"`
 	Queue         map[yella.Status]int64 `json:"queue"`
 	Replication   *Replication           `json:"replication,omitempty"`
+	Store         *StoreDown             `json:"store,omitempty"`
+}
+
+// StoreDown is the store outage the engine is in (yella.StoreHealth).
+type StoreDown struct {
+	Since     time.Time `json:"since"`     // when the store calls began to fail
+	LastError string    `json:"lastError"` // the last failure
+	Failures  int64     `json:"failures"`  // failed calls since the engine was created
 }
 
 // Replication is the state of off-box replication, when it is on.
@@ -396,4 +407,34 @@ func metricsOf(m yella.Metrics) Metrics {
 		out.Processes[name] = ProcessCounters{Event: p.Event, Concurrency: p.Concurrency, QueueLimit: p.QueueLimit, InFlight: p.InFlight, Dropped: p.Dropped}
 	}
 	return out
+}
+
+// Nodes is GET /api/nodes: the engine processes that share the store. On
+// a single-node store (SQLite, memory) Shared is false and Nodes is empty:
+// the engine serving the API is the database's only one.
+type Nodes struct {
+	Shared bool `json:"shared"`
+	// Self is the owner id of the engine serving the API.
+	Self string `json:"self"`
+	// Note says, on a single-node store, why no node is listed.
+	Note  string `json:"note,omitempty"`
+	Nodes []Node `json:"nodes"`
+}
+
+// Node is one engine process on a shared store. Its times are the
+// database's, the clock that decides whether it is gone.
+type Node struct {
+	Owner         string    `json:"owner"`
+	JoinedAt      time.Time `json:"joinedAt"`
+	LastHeartbeat time.Time `json:"lastHeartbeat"`
+	// HeartbeatAgeSeconds is how long ago LastHeartbeat was.
+	HeartbeatAgeSeconds float64 `json:"heartbeatAgeSeconds"`
+	// State is live, or gone: its heartbeat is older than the store's
+	// bound, and the runs it still holds are being taken over.
+	State string `json:"state"`
+	// Self: the engine serving the API.
+	Self bool `json:"self,omitempty"`
+	// Running is how many runs it holds; ByProcess splits them by process.
+	Running   int64            `json:"running"`
+	ByProcess map[string]int64 `json:"byProcess,omitempty"`
 }

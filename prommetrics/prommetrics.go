@@ -2,7 +2,8 @@
 // queue depth by status, in-flight attempts and drops by process, run and
 // effect duration histograms by process and outcome, lifecycle counters,
 // the SQLite writer's commits (from which batch size and commit latency
-// follow), and replication lag when replication is on.
+// follow), replication lag when replication is on, and on a shared store
+// (PostgreSQL) its nodes, live and gone, with the runs each holds.
 //
 // Durations and counters by process come from the engine's lifecycle
 // events; queue depths are read from the engine at scrape time, so they
@@ -162,11 +163,19 @@ var (
 	descLastSync = prometheus.NewDesc("yella_replication_last_sync_timestamp_seconds", "Unix time of the last successful replica sync (0: never).", nil, nil)
 	descStalled  = prometheus.NewDesc("yella_replication_stalled", "1 while replication is stalled: the replica stopped following the database (the reason is in /api/health).", nil, nil)
 	descUp       = prometheus.NewDesc("yella_up", "1 when the engine answered the scrape, 0 when its store failed.", nil, nil)
+	descNodes    = prometheus.NewDesc("yella_nodes", "Engine processes sharing the store, by state: live, or gone (heartbeat older than the store's bound). Only on a shared store.", []string{"state"}, nil)
+	descHeld     = prometheus.NewDesc("yella_node_running_runs", "Runs each node of a shared store holds (running under its owner id).", []string{"node"}, nil)
+	descStoreUp  = prometheus.NewDesc("yella_store_up", "0 while the engine's store calls (claims, heartbeats, writes) fail and it retries them; 1 otherwise.", nil, nil)
+	descStoreErr = prometheus.NewDesc("yella_store_failures_total", "Store calls of the engine that failed and were retried.", nil, nil)
 )
+
+// MaxNodes bounds the nodes one scrape reports (yella_node_running_runs
+// has a series per node).
+const MaxNodes = 100
 
 // Describe implements prometheus.Collector.
 func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descQueue, descInFlight, descCap, descSlots, descUp} {
+	for _, d := range []*prometheus.Desc{descQueue, descInFlight, descCap, descSlots, descUp, descNodes, descHeld, descStoreUp, descStoreErr} {
 		ch <- d
 	}
 	if s.opts.Writer != nil {
@@ -181,10 +190,33 @@ func (s *scrape) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
+// nodes reports the nodes of a shared store; nothing on a single-node
+// store, or when the store fails to list them.
+func (s *scrape) nodes(ctx context.Context, ch chan<- prometheus.Metric) {
+	list, err := s.eng.Nodes(ctx, MaxNodes)
+	if err != nil || !list.Shared {
+		return
+	}
+	live, gone := 0, 0
+	for _, n := range list.Nodes {
+		if n.Gone {
+			gone++
+		} else {
+			live++
+		}
+		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(n.Running), n.Owner)
+	}
+	ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(live), "live")
+	ch <- prometheus.MustNewConstMetric(descNodes, prometheus.GaugeValue, float64(gone), "gone")
+}
+
 // Collect implements prometheus.Collector: it reads the engine now.
 func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	sh := s.eng.StoreHealth()
+	ch <- prometheus.MustNewConstMetric(descStoreUp, prometheus.GaugeValue, map[bool]float64{false: 0, true: 1}[sh.Up])
+	ch <- prometheus.MustNewConstMetric(descStoreErr, prometheus.CounterValue, float64(sh.Failures))
 	m, err := s.eng.Metrics(ctx)
 	if err != nil {
 		ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, 0)
@@ -201,6 +233,7 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 		for kind, n := range map[string]int{"ready": d.Ready, "delayed": d.Delayed, "running": d.Running, "slots": d.Slots} {
 			ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(n), kind)
 		}
+		s.nodes(ctx, ch)
 	}
 	if s.opts.Writer != nil {
 		w := s.opts.Writer()

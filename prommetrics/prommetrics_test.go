@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/prommetrics"
+	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
 )
 
@@ -92,6 +94,8 @@ func TestExporter(t *testing.T) {
 		`yella_replication_last_sync_timestamp_seconds 1.7e+09`,
 		`yella_replication_stalled 1`,
 		`yella_up 1`,
+		`yella_store_up 1`,
+		`yella_store_failures_total 0`,
 		`go_goroutines`,
 	} {
 		if !strings.Contains(text, want) {
@@ -100,5 +104,59 @@ func TestExporter(t *testing.T) {
 	}
 	if problems, err := testutil.GatherAndLint(x.Registry()); err != nil || len(problems) > 0 {
 		t.Errorf("lint: %v %v", problems, err)
+	}
+}
+
+// heartbeatFails fails the engine's heartbeats while down is set.
+type heartbeatFails struct {
+	store.Store
+	down *atomic.Bool
+}
+
+func (s heartbeatFails) Heartbeat(ctx context.Context, owner string, now, until time.Time) ([]store.Lease, error) {
+	if s.down.Load() {
+		return nil, errors.New("connection refused")
+	}
+	return s.Store.Heartbeat(ctx, owner, now, until)
+}
+
+// TestStoreUp: yella_store_up is 0 while the engine's store calls fail
+// (and yella_store_failures_total counts them), 1 once they succeed again.
+func TestStoreUp(t *testing.T) {
+	var down atomic.Bool
+	eng, err := yella.New(yella.Config{Store: heartbeatFails{memstore.New(), &down}, HeartbeatInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := prommetrics.New(eng, prommetrics.Options{})
+	defer x.Close()
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Stop(ctx)
+	scrape := func() string {
+		w := httptest.NewRecorder()
+		x.Handler().ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+		return w.Body.String()
+	}
+	wait := func(up bool) {
+		deadline := time.Now().Add(30 * time.Second)
+		for eng.StoreHealth().Up != up {
+			if time.Now().After(deadline) {
+				t.Fatalf("store never reported up=%v", up)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	down.Store(true)
+	wait(false)
+	if text := scrape(); !strings.Contains(text, "yella_store_up 0") || strings.Contains(text, "yella_store_failures_total 0\n") {
+		t.Errorf("during the outage the exposition lacks yella_store_up 0 or a failure count")
+	}
+	down.Store(false)
+	wait(true)
+	if text := scrape(); !strings.Contains(text, "yella_store_up 1") {
+		t.Errorf("after the outage the exposition lacks yella_store_up 1")
 	}
 }

@@ -1,10 +1,10 @@
 // Package store defines what the Yella engine needs from storage: the
 // records it keeps and the atomic operations it performs on them.
 //
-// It is implemented by store/memstore and store/sqlitestore and checked by
-// the conformance suite in store/storetest. It is a seam inside this
-// repository, not a stable extension point: methods may change between
-// releases.
+// It is implemented by store/memstore, store/sqlitestore and store/pgstore
+// and checked by the conformance suite in store/storetest. It is a seam
+// inside this repository, not a stable extension point: methods may change
+// between releases.
 //
 // The contract is shaped by three rules that every implementation keeps:
 //
@@ -20,7 +20,10 @@
 //     runs it applies to and what it writes. Apply is the table's reference
 //     implementation; stores apply it or are checked against it.
 //   - Times come from the caller. Stores never read the clock, so the engine's
-//     clock (a fake one in tests) decides every timestamp and expiry.
+//     clock (a fake one in tests) decides every timestamp and expiry. The
+//     one exception is a store shared by several engine processes (Shared):
+//     whether another process is gone is decided on the database's clock,
+//     because the processes' clocks may disagree.
 package store
 
 import (
@@ -28,6 +31,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -49,6 +53,21 @@ var (
 	// ErrClosed: the store has been closed.
 	ErrClosed = errors.New("store closed")
 )
+
+// BatchError reports the admission of an AdmitBatch that failed it, by its
+// index; nothing of the batch was admitted. It unwraps to the admission's
+// error.
+type BatchError struct {
+	Index int
+	Err   error
+}
+
+func (e *BatchError) Error() string {
+	return "admission " + strconv.Itoa(e.Index) + " of the batch: " + e.Err.Error()
+}
+
+// Unwrap returns the admission's error.
+func (e *BatchError) Unwrap() error { return e.Err }
 
 // StatusError reports a refused transition and the status that refused it.
 // It unwraps to ErrInvalidStatus.
@@ -462,6 +481,15 @@ type Store interface {
 	// the same key can still admit it. Follow-up admissions (ParentID set)
 	// must name an existing parent.
 	Admit(ctx context.Context, a Admission) (AdmitResult, error)
+
+	// AdmitBatch creates the runs of several admissions in one
+	// transaction: all of them or none. Each is decided as Admit decides
+	// it, in order, and sees the runs the earlier ones admitted: a repeated
+	// idempotency key finds the earlier admission's runs in Existing, and a
+	// cap counts them. When one admission fails, nothing is admitted and
+	// the error is a *BatchError naming it. The results are in the order
+	// of as.
+	AdmitBatch(ctx context.Context, as []Admission) ([]AdmitResult, error)
 
 	// Claim moves the given idle, due runs to running for req.Owner until
 	// req.LeaseUntil: the epoch and attempts increase by one and a timeline

@@ -26,15 +26,16 @@ import (
 // database (found through its server record and checked), a server named
 // with --server, or the database file directly when no process holds it.
 type target struct {
-	db, server, tokenFile, caFile string
-	readOnly, allowHTTP, json     bool
-	fs                            *flagSet
-	stderr                        io.Writer
+	db, schema, server, tokenFile, caFile string
+	readOnly, allowHTTP, json             bool
+	fs                                    *flagSet
+	stderr                                io.Writer
 }
 
 func (t *target) flags(fs *flagSet, stderr io.Writer) {
 	t.fs, t.stderr = fs, stderr
-	fs.StringVar(&t.db, "db", envOr("YELLA_DB", "yella.db"), "the database file (`PATH`, env YELLA_DB): its server when one holds it (see <db>.server), else the file itself")
+	fs.StringVar(&t.db, "db", envOr("YELLA_DB", "yella.db"), "the database file (`PATH`, env YELLA_DB): its server when one holds it (see <db>.server), else the file itself; or a PostgreSQL URL postgres://…, opened directly")
+	fs.StringVar(&t.schema, "schema", "", "with a PostgreSQL --db: the `NAME` of Yella's schema (default "+defaultSchema+"; or the URL's schema= parameter)")
 	fs.StringVar(&t.server, "server", os.Getenv("YELLA_SERVER"), "talk to the server at this `URL` (http:// or https://, env YELLA_SERVER) instead of finding the database's")
 	fs.StringVar(&t.tokenFile, "token-file", "", "read the server's access token from this `FILE` (default: env YELLA_TOKEN; never a flag's value)")
 	fs.StringVar(&t.caFile, "ca-file", "", "with an https:// --server: trust the CA (or the self-signed certificate) in this PEM `FILE`")
@@ -76,6 +77,12 @@ func (t *target) connect(ctx context.Context) (*client, error) {
 	if t.caFile != "" {
 		return nil, usagef("--ca-file goes with an https:// --server")
 	}
+	if isPostgres(t.db) {
+		return t.postgres(ctx)
+	}
+	if flagGiven(t.fs.FlagSet, "schema") {
+		return nil, usagef("--schema goes with a PostgreSQL --db (postgres://…); a SQLite file has no schemas")
+	}
 	if t.readOnly {
 		st, err := sqlitestore.OpenReadOnly(t.db, sqlitestore.Options{})
 		if errors.Is(err, os.ErrNotExist) {
@@ -97,6 +104,17 @@ func (t *target) connect(ctx context.Context) (*client, error) {
 		return nil, err
 	}
 	return direct(st, t.db, false)
+}
+
+// postgres opens a PostgreSQL --db directly: several processes share it,
+// so no server holds it and none is looked for. The schema must exist (the
+// CLI never creates one); --read-only refuses every change.
+func (t *target) postgres(ctx context.Context) (*client, error) {
+	st, _, err := openPG(ctx, t.db, t.schema, true, nil)
+	if err != nil {
+		return nil, err
+	}
+	return direct(st, redactURL(t.db), t.readOnly)
 }
 
 // direct is the API of an engine on st in this process: no processes, never

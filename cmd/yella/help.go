@@ -13,7 +13,9 @@ holds it. A database held by another program without a recorded server is
 an error that names the process; --read-only reads the file anyway and
 changes nothing. The token (--token-file or YELLA_TOKEN) is sent only to
 a checked server or to --server, and never over plain http to a host that
-is not loopback unless --allow-http says so.`
+is not loopback unless --allow-http says so. A PostgreSQL --db
+(postgres://…) is opened directly, since several processes share it: its
+schema (--schema) must exist, and --read-only refuses every change.`
 
 var helps = map[string]helpText{
 	"serve": {"serve [flags]", `Serve runs an engine on the database with the dashboard, the JSON API and /metrics.
@@ -28,6 +30,14 @@ claimed or ended; they stay exactly as they are.
 --read-only looks at any database without running anything, even while
 another process holds it: no engine, no claims, no reclaims, no retention,
 no demo; every mutation is refused.
+
+With a PostgreSQL --db (postgres://… or postgresql://…) serve opens the
+schema named by --schema or the URL's schema= parameter (default yella),
+created if missing; a schema that holds anything else is refused and left
+untouched, and the password never appears in its output. Several servers
+share one database: each whose engine runs is a node (yella nodes lists
+them), and a node whose heartbeat stops loses its runs to the others.
+--sync, --replicate and --read-only are for SQLite and refused.
 
 While it runs, serve records where it listens in <db>.server (mode 0600),
 so that the yella CLI given --db finds it and checks its identity before it
@@ -52,6 +62,14 @@ command does not know which ones listen, and runs none of them.
 that listens to it, in the same chain. The payload, if given, is merged
 into the held one. With no server (direct mode) the processes must be
 named with --process: this command does not know which ones listen.
+
+` + whereAbout},
+	"nodes": {"nodes [flags]", `Nodes lists the engine processes (nodes) that share a PostgreSQL database:
+each yella serve running the demo, and each application engine on it.
+For each: live or gone (its heartbeat, on the database's clock, is older
+than the store's bound, so the live nodes take over its runs), when it
+joined, and the runs it holds, by process. A SQLite database is
+single-node: the command says so.
 
 ` + whereAbout},
 	"restore": {"restore --from URL --to PATH [flags]", `Restore rebuilds a database from its replica (see serve --replicate). It

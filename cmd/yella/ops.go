@@ -172,7 +172,7 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return fmt.Errorf("no server holds %s, and this command runs no processes: resuming %s admits its follow-up event %q, "+
 					"one run per process that listens to it, and only the application knows them. Resume through the application's "+
 					"server (--server URL), or name the processes with --process NAME[,NAME] (their runs then wait, idle, until an "+
-					"engine that has them starts)", t.db, pos[0], r.Then)
+					"engine that has them starts)", redactURL(t.db), pos[0], r.Then)
 			}
 			if err := placeholders(c, names, r.Then); err != nil {
 				return err
@@ -190,7 +190,7 @@ func resumeCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "resumed %s: %s%s\n", pos[0], plural(len(out.Runs), "follow-up run", "follow-up runs"), list(out.Runs))
 	if c.eng != nil && len(out.Runs) > 0 {
-		noEngineNote(stdout, names, t.db)
+		noEngineNote(stdout, names, redactURL(t.db))
 	}
 	return nil
 }
@@ -225,7 +225,7 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("no server holds %s, and this command runs no processes: emitting %q admits one run per process "+
 			"that listens to it, and only the application knows them. Emit through the application's server (--server URL), "+
 			"or name the processes with --process NAME[,NAME] to admit their runs now (they wait, idle, until an engine that "+
-			"has them starts on %s)", t.db, pos[0], t.db)
+			"has them starts on %s)", redactURL(t.db), pos[0], redactURL(t.db))
 	case c.eng != nil && !t.readOnly:
 		if err := placeholders(c, names, pos[0]); err != nil {
 			return err
@@ -250,7 +250,7 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "dropped at their cap: %s\n", strings.Join(out.Dropped, ", "))
 	}
 	if c.eng != nil && len(out.Runs) > 0 {
-		noEngineNote(stdout, names, t.db)
+		noEngineNote(stdout, names, redactURL(t.db))
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ func commands() map[string]command {
 		"requeue": {"requeue a dead-letter run with a fresh retry budget (--all: every one)", requeueCmd},
 		"cancel":  {"cancel an idle or running run", opCmd("cancel")},
 		"resume":  {"release a deferred run's follow-up: resume ID [JSON payload]", resumeCmd},
+		"nodes":   {"list the engine processes sharing a PostgreSQL database and the runs each holds", nodesCmd},
 		"bench":   {"run the benchmark suite (bench list, bench <scenario>, bench report)", benchCmd},
 		"report":  {"generate the benchmark charts and page from the reports", reportCmd},
 		"restore": {"restore a database from its replica: restore --from URL --to PATH", restoreCmd},

@@ -22,6 +22,8 @@ const defaultRetention = 72 * time.Hour
 // serveConfig is the flags of "yella serve".
 type serveConfig struct {
 	db, addr, metricsAddr, pprofAddr string
+	schema                           string // --schema, with a PostgreSQL --db
+	pg                               bool   // --db is a PostgreSQL URL
 	tokenFile, token                 string
 	hosts                            string
 	demo                             optBool
@@ -68,7 +70,8 @@ func serveFlags(stdout io.Writer) *serveConfig {
 	c := &serveConfig{}
 	fs := newFlags("serve", stdout)
 	c.fs = fs
-	fs.StringVar(&c.db, "db", envOr("YELLA_DB", "yella.db"), "the SQLite database `FILE`, created if missing (env YELLA_DB)")
+	fs.StringVar(&c.db, "db", envOr("YELLA_DB", "yella.db"), "the SQLite database `FILE`, created if missing, or a PostgreSQL URL postgres://USER@HOST:PORT/DATABASE that several servers share (env YELLA_DB)")
+	fs.StringVar(&c.schema, "schema", "", "with a PostgreSQL --db: the `NAME` of the schema that holds Yella's tables, created if missing (default "+defaultSchema+"; the URL's schema= parameter also names it)")
 	fs.StringVar(&c.addr, "addr", envOr("YELLA_ADDR", defaultAddr), "listen on `HOST:PORT` for the dashboard, the API and /metrics (env YELLA_ADDR); beyond loopback a token is required")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "also serve /metrics on `HOST:PORT`, without a token, for a scraper; its Host header must be an address of this machine or an --allow-host name")
 	fs.StringVar(&c.pprofAddr, "pprof-addr", "", "serve Go's pprof on `HOST:PORT`, a loopback address (off by default)")
@@ -134,6 +137,9 @@ func (c *serveConfig) validate() error {
 	if c.retention < 0 {
 		return usagef("--retention must not be negative, got %v", c.retention)
 	}
+	if err := c.validateDB(); err != nil {
+		return err
+	}
 	if c.readOnly {
 		for _, f := range []string{"demo", "retention", "replicate"} {
 			if flagGiven(c.fs.FlagSet, f) {
@@ -143,6 +149,35 @@ func (c *serveConfig) validate() error {
 		c.replicate = "" // from the environment: nothing to replicate when nothing is written
 	}
 	return nil
+}
+
+// validateDB checks the flags that depend on the kind of database: the
+// SQLite ones are refused with PostgreSQL, naming the flag, and --schema
+// without it.
+func (c *serveConfig) validateDB() error {
+	c.pg = isPostgres(c.db)
+	if !c.pg {
+		if flagGiven(c.fs.FlagSet, "schema") {
+			return usagef("--schema goes with a PostgreSQL --db (postgres://…); a SQLite file has no schemas")
+		}
+		return nil
+	}
+	for _, f := range []struct{ name, why string }{
+		{"sync", "PostgreSQL's own synchronous_commit decides durability"},
+		{"replicate", "replicate the PostgreSQL server with its own tools (streaming replication, backups)"},
+		{"replicate-interval", "it goes with --replicate"},
+		{"read-only", "several servers share a PostgreSQL database, so nothing needs to look beside a locked file; a server whose demo is off runs nothing (or connect with a read-only role)"},
+	} {
+		if flagGiven(c.fs.FlagSet, f.name) {
+			return usagef("--%s is for a SQLite --db, not PostgreSQL: %s", f.name, f.why)
+		}
+	}
+	if c.replicate != "" {
+		return usagef("YELLA_REPLICATE is set, but replication (--replicate) is for a SQLite --db, not PostgreSQL: unset it")
+	}
+	_, schema, err := pgTarget(c.db, c.schema)
+	c.schema = schema
+	return err
 }
 
 func (c *serveConfig) guardOptions() httpguard.Options {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/yella-go/yella/prommetrics"
 	"github.com/yella-go/yella/replicate"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/sqlitestore"
@@ -108,9 +109,34 @@ func inspect(ctx context.Context, st store.Store, created bool) (dbFacts, error)
 	return f, nil
 }
 
-// openStore opens the database for serve: read-only, or read-write with
-// the engine lock (reporting whether the file was created now).
-func (c *serveConfig) openStore(log *slog.Logger) (st store.Store, stats func() sqlitestore.Stats, created bool, err error) {
+// openStore opens the database for serve: a PostgreSQL schema shared with
+// other servers, or a SQLite file read-only, or read-write with the engine
+// lock (reporting whether the file was created now).
+func (c *serveConfig) openStore(ctx context.Context, log *slog.Logger) (st store.Store, stats func() prommetrics.WriterStats, created bool, err error) {
+	if c.pg {
+		pg, schema, err := openPG(ctx, c.db, c.schema, false, log)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		c.schema = schema
+		return pg, func() prommetrics.WriterStats {
+			st := pg.Stats()
+			return prommetrics.WriterStats{Commits: st.Batches, Commands: st.Commands}
+		}, false, nil
+	}
+	st, sstats, created, err := c.openSQLite(log)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return st, func() prommetrics.WriterStats {
+		st := sstats()
+		return prommetrics.WriterStats{Commits: st.Batches, Commands: st.Commands, Busy: time.Duration(st.CommitNanos)}
+	}, created, nil
+}
+
+// openSQLite opens a SQLite --db: read-only, or read-write with the engine
+// lock (reporting whether the file was created now).
+func (c *serveConfig) openSQLite(log *slog.Logger) (st store.Store, stats func() sqlitestore.Stats, created bool, err error) {
 	if c.readOnly {
 		ro, err := sqlitestore.OpenReadOnly(c.db, sqlitestore.Options{Logger: log})
 		if errors.Is(err, os.ErrNotExist) {

@@ -28,7 +28,6 @@ import (
 	"github.com/yella-go/yella/prommetrics"
 	"github.com/yella-go/yella/replicate"
 	"github.com/yella-go/yella/store"
-	"github.com/yella-go/yella/store/sqlitestore"
 )
 
 // server is one "yella serve": what it opened and decided, in the order
@@ -39,7 +38,7 @@ type server struct {
 	cert *tls.Certificate
 
 	st                    store.Store
-	stats                 func() sqlitestore.Stats
+	stats                 func() prommetrics.WriterStats
 	facts                 dbFacts
 	demoOn                bool
 	demoWhy, retentionWhy string
@@ -98,13 +97,13 @@ func (s *server) open(ctx context.Context) error {
 		}
 		c.replicateShown = fmt.Sprint(target)
 	}
-	st, stats, created, err := c.openStore(s.log)
+	st, stats, created, err := c.openStore(ctx, s.log)
 	if err != nil {
 		return err
 	}
 	s.st, s.stats = st, stats
 	if s.facts, err = c.facts(ctx, st, created); err != nil {
-		return fmt.Errorf("inspect %s: %w", c.db, err)
+		return fmt.Errorf("inspect %s: %w", redactURL(c.db), err)
 	}
 	var retention time.Duration
 	s.demoOn, s.demoWhy = demoDecision(c, s.facts)
@@ -114,7 +113,11 @@ func (s *server) open(ctx context.Context) error {
 			return fmt.Errorf("replication: %w", err)
 		}
 	}
-	if s.eng, err = yella.New(yella.Config{Store: st, Concurrency: c.concurrency, Retention: retention, Logger: s.log}); err != nil {
+	cfg := yella.Config{Store: st, Concurrency: c.concurrency, Retention: retention, Logger: s.log}
+	if c.pg {
+		cfg.Owner = nodeOwner() // a node among other servers' on the database
+	}
+	if s.eng, err = yella.New(cfg); err != nil {
 		return err
 	}
 	if s.demoOn {
@@ -131,10 +134,7 @@ func (s *server) handler() (http.Handler, error) {
 	aopts := httpapi.Options{Version: versionString(), Logger: s.log, QueryTimeout: c.queryTimeout, MaxResponseBytes: c.maxResponse,
 		MaxHeavyReads: c.heavyReads, MaxSubscribers: c.streams}
 	popts := prommetrics.Options{
-		Writer: func() prommetrics.WriterStats {
-			st := s.stats()
-			return prommetrics.WriterStats{Commits: st.Batches, Commands: st.Commands, Busy: time.Duration(st.CommitNanos)}
-		},
+		Writer:    s.stats,
 		Gatherers: []prometheus.Gatherer{prometheus.DefaultGatherer},
 	}
 	dopts := dashboard.Options{Logger: s.log, ReadTimeout: c.queryTimeout}
@@ -174,6 +174,9 @@ func (s *server) handler() (http.Handler, error) {
 			"act through the server that runs the database's engine")), nil
 	}
 	guarded := guard.Handler(mux)
+	if c.pg {
+		return guarded, nil // no server record: the CLI opens a shared database itself
+	}
 	s.secret = newSecret()
 	identity := identityHandler(s.secret)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -250,7 +253,7 @@ func (s *server) run(ctx context.Context, handler http.Handler, stdout io.Writer
 		}
 		serveErr <- srv.Serve(ln)
 	}()
-	c.summary(stdout, scheme+"://"+ln.Addr().String(), s.facts, s.demoOn, s.demoWhy, s.retentionWhy, s.cert != nil, sideLines)
+	c.summary(stdout, scheme+"://"+ln.Addr().String(), s.facts, s.demoOn, s.demoWhy, s.retentionWhy, s.cert != nil, sideLines, s.eng.Owner())
 
 	select {
 	case sig := <-sigs:
@@ -264,7 +267,9 @@ func (s *server) run(ctx context.Context, handler http.Handler, stdout io.Writer
 	go func() {
 		sig := <-sigs
 		s.log.Warn("second signal: exiting now; unfinished runs resume at the next start", "signal", sig.String())
-		removeRecord(c.db, s.secret)
+		if s.secret != "" {
+			removeRecord(c.db, s.secret)
+		}
 		os.Exit(130)
 	}()
 	stopDemo()
@@ -371,16 +376,20 @@ func (c *serveConfig) sideListeners(metrics http.Handler) ([]*http.Server, []str
 // summary prints what serve runs, one line per aspect, then the line that
 // says it serves (last, so that whoever waits for it has read the rest),
 // in one write.
-func (c *serveConfig) summary(out io.Writer, base string, f dbFacts, engineOn bool, demoWhy, retentionWhy string, tlsOn bool, sides []string) {
+func (c *serveConfig) summary(out io.Writer, base string, f dbFacts, engineOn bool, demoWhy, retentionWhy string, tlsOn bool, sides []string, owner string) {
 	w := &strings.Builder{}
 	defer func() { io.WriteString(out, w.String()) }()
-	defer fmt.Fprintf(w, "yella %s serving %s on %s (dashboard, /api/, /metrics)\n", versionString(), c.db, base)
+	defer fmt.Fprintf(w, "yella %s serving %s on %s (dashboard, /api/, /metrics)\n", versionString(), redactURL(c.db), base)
 	state := "existing, " + plural(int(f.runs), "run", "runs")
 	if f.created {
 		state = "created now"
 	}
 	line := func(k, v string) { fmt.Fprintf(w, "  %-12s %s\n", k, v) }
-	line("database", absPath(c.db)+" ("+state+")")
+	if c.pg {
+		line("database", redactURL(c.db)+", schema "+c.schema+" ("+plural(int(f.runs), "run", "runs")+")")
+	} else {
+		line("database", absPath(c.db)+" ("+state+")")
+	}
 	switch {
 	case c.readOnly:
 		line("engine", "none (--read-only): nothing is claimed, reclaimed, pruned or changed; mutations are refused")
@@ -388,8 +397,12 @@ func (c *serveConfig) summary(out io.Writer, base string, f dbFacts, engineOn bo
 		line("engine", "not started: no processes to run here (the demo is off), so nothing is claimed, reclaimed or pruned; "+
 			"actions (retry, cancel, requeue) change the database directly and the runs wait for the engine that has their processes")
 	default:
-		line("engine", fmt.Sprintf("running the demo's processes, concurrency %d, sync %s, grace %s; runs of other processes are not executed",
-			c.concurrency, c.sync, shortDuration(c.grace)))
+		durability := "sync " + c.sync
+		if c.pg {
+			durability = "durability PostgreSQL's"
+		}
+		line("engine", fmt.Sprintf("running the demo's processes, concurrency %d, %s, grace %s; runs of other processes are not executed",
+			c.concurrency, durability, shortDuration(c.grace)))
 	}
 	line("demo", demoWhy)
 	line("retention", retentionWhy)
@@ -409,7 +422,11 @@ func (c *serveConfig) summary(out io.Writer, base string, f dbFacts, engineOn bo
 	for _, s := range sides {
 		fmt.Fprintf(w, "  %s\n", s)
 	}
-	if !c.readOnly {
+	if c.pg {
+		line("nodes", fmt.Sprintf("this server is node %s while its engine runs; other servers and programs on the schema are nodes too "+
+			"(yella nodes, /api/nodes, the dashboard's Nodes page)", owner))
+	}
+	if !c.readOnly && !c.pg {
 		line("lock", fmt.Sprintf("%s, held by this process (%d): no other engine opens the database until it stops; "+
 			"serve --read-only looks beside it", lockPath(c.db), os.Getpid()))
 		line("record", recordPath(c.db)+" (for the yella CLI)")

@@ -32,8 +32,16 @@ var ctx = context.Background()
 
 // child runs one measurement and prints its result as a JSON line.
 func child(name string, args []string) {
+	if strings.HasPrefix(name, "pg-") {
+		pgChildMain(name, args)
+		return
+	}
 	if name == "recovery-fill" || name == "recovery-resume" {
 		recoveryChild(name, args[0])
+		return
+	}
+	if name == "recovery1k-fill" || name == "recovery1k-resume" {
+		recovery1kChild(name, args[0])
 		return
 	}
 	m := find(name)
@@ -114,7 +122,7 @@ func drainOn(st store.Store, mode string, runs int, event string, procs ...yella
 	if err != nil {
 		return result{}, err
 	}
-	w0 := writeBytes()
+	w0, c0 := writeBytes(), cpuSeconds()
 	var s0 sqlitestore.Stats
 	sq, _ := st.(*sqlitestore.Store)
 	roots := runs
@@ -130,7 +138,7 @@ func drainOn(st store.Store, mode string, runs int, event string, procs ...yella
 		if sq != nil {
 			s0 = sq.Stats()
 		}
-		t0 = time.Now()
+		c0, t0 = cpuSeconds(), time.Now() // KB/run still counts the admission
 		if err := e.Start(ctx); err != nil {
 			return result{}, err
 		}
@@ -151,7 +159,7 @@ func drainOn(st store.Store, mode string, runs int, event string, procs ...yella
 		return result{}, err
 	}
 	el := time.Since(t0)
-	r := result{Runs: runs, Seconds: el.Seconds(), PerSec: float64(runs) / el.Seconds(), KBPerRun: float64(writeBytes()-w0) / float64(runs) / 1024}
+	r := window(runs, el, w0, c0)
 	if sq != nil {
 		s := sq.Stats()
 		if n := s.Batches - s0.Batches; n > 0 {
@@ -207,7 +215,7 @@ func noopMemory(c childConfig) (result, error) {
 // pure admission, with no dispatch competing for the writer (the
 // TypeScript engine's emit figures were measured the same way, so the two
 // compare).
-func emitLatency(st store.Store) (result, error) {
+func emitLatency(st store.Store, nEmits int) (result, error) {
 	e, err := newEngine(st, fleetConc, yella.Process{Name: "sink", On: "cap:sink", Run: noop})
 	if err != nil {
 		return result{}, err
@@ -225,7 +233,7 @@ func emitLatency(st store.Store) (result, error) {
 	el := time.Since(t0)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	us := func(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
-	return result{Runs: nEmits, Seconds: el.Seconds(), PerSec: nEmits / el.Seconds(), KBPerRun: float64(writeBytes()-w0) / nEmits / 1024,
+	return result{Runs: nEmits, Seconds: el.Seconds(), PerSec: float64(nEmits) / el.Seconds(), KBPerRun: float64(writeBytes()-w0) / float64(nEmits) / 1024,
 		P50us: us(lat[nEmits/2]), P99us: us(lat[nEmits*99/100]), MaxUs: us(lat[nEmits-1])}, nil
 }
 
@@ -235,10 +243,10 @@ func emitSeq(c childConfig) (result, error) {
 		return result{}, err
 	}
 	defer st.Close()
-	return emitLatency(st)
+	return emitLatency(st, nEmits)
 }
 
-func emitMemory(childConfig) (result, error) { return emitLatency(memstore.New()) }
+func emitMemory(childConfig) (result, error) { return emitLatency(memstore.New(), nEmits) }
 
 // inflight holds 10,000 handlers in flight at once and reads the RSS.
 func inflight(c childConfig) (result, error) {

@@ -5,11 +5,23 @@
 // its memory and I/O counters are its own; the table shows the median of
 // -reps repetitions beside the TypeScript engine's figures
 // (@yellatech/engine 0.14.5, the median of 3 repetitions on a quiet machine
-// of the same kind, measured on 2026-11-30; "—" where it has none).
+// of the same kind, measured on 2026-11-30; "—" where it has none). The
+// end-to-end measurements (e2e.go: admission inside the window) are also
+// shown as a fraction of the floor (floor_sqlite.go), the minimal durable
+// work of the design, measured in the same run.
 //
 //	go run ./examples/capacity              # everything, 3 reps
 //	go run ./examples/capacity -only noop-backlog,emit-seq -reps 5
 //	go run ./examples/capacity -json results.json
+//
+// With -store postgres (and -pg-url, default $YELLA_PG_URL) it measures the
+// engine on PostgreSQL instead: no-op, one-effect and 2-stage chain drains
+// with 1, 2 and 4 engine processes on one schema, each beside the
+// PostgreSQL floor measured in the same run (floor.go: the least durable
+// work of this design, batched as the engine batches), and sequential emit
+// latency; with the server's WAL, rows and bytes per run:
+//
+//	go run ./examples/capacity -store postgres -reps 3
 package main
 
 import (
@@ -39,7 +51,14 @@ type result struct {
 	CmdsPerTx   float64 `json:"cmds_per_tx,omitempty"`
 	FirstRunMs  float64 `json:"first_run_ms,omitempty"`
 	InFlightRSS float64 `json:"inflight_rss_mb,omitempty"`
+	CPUSeconds  float64 `json:"cpu_seconds,omitempty"` // user+system CPU in the window
 	Note        string  `json:"note,omitempty"`
+	// PostgreSQL measurements.
+	Procs       int     `json:"engine_processes,omitempty"`
+	WALPerRun   float64 `json:"wal_bytes_per_run,omitempty"`
+	RowsPerRun  float64 `json:"rows_per_run,omitempty"`
+	BytesPerRun float64 `json:"bytes_per_run,omitempty"`
+	OfFloor     float64 `json:"fraction_of_floor,omitempty"`
 }
 
 // measurement describes one figure and, in seed, the TypeScript engine's
@@ -66,6 +85,36 @@ var measurements = []measurement{
 	{"recovery-100k", "kill -9 with a 100,000-run backlog, restart: first resumed run and drained", "ms", "30,070 ms to all terminal (lease-bound)", nil},
 }
 
+// pgMeasurements are the measurements of -store postgres: each workload's
+// floor first, then the engine with 1, 2 and 4 processes, so each engine
+// figure is shown as a fraction of the floor measured just before it.
+var pgMeasurements = func() []measurement {
+	var ms []measurement
+	whats := map[string]string{"noop": "no-op runs", "effect": "one effect per run", "chain": "2-stage chain"}
+	for _, w := range []string{"noop", "effect", "chain"} {
+		n := "the runs"
+		if w == "chain" {
+			n = "the roots (half the runs)"
+		}
+		ms = append(ms, measurement{"floor-" + w, fmt.Sprintf("the PostgreSQL floor: %s, %s admitted then drained", whats[w], n), "runs/s", "", func(childConfig) (result, error) {
+			return pgMeasure("floor", w, 1)
+		}})
+		for _, p := range []int{1, 2, 4} {
+			ms = append(ms, measurement{fmt.Sprintf("%s-%dp", w, p), fmt.Sprintf("%s, %s admitted then drained by %d engine process(es), PostgreSQL", whats[w], n, p), "runs/s", "floor-" + w, func(childConfig) (result, error) {
+				return pgMeasure("engine", w, p)
+			}})
+		}
+		sq := map[string]string{"noop": "noop-backlog", "effect": "effect-backlog", "chain": "chain-backlog"}[w]
+		ms = append(ms, measurement{"sqlite-" + w, fmt.Sprintf("%s, the same drain on the SQLite file store (one process, c50; KB written per run instead of WAL)", whats[w]), "runs/s", "", func(childConfig) (result, error) {
+			return runChild(sq)
+		}})
+	}
+	ms = append(ms, measurement{"emit-seq", "emit admission, 2,000 sequential calls, PostgreSQL", "emits/s", "", func(childConfig) (result, error) {
+		return pgMeasure("emit", "noop", 1)
+	}})
+	return ms
+}()
+
 type childConfig struct {
 	DB string `json:"db"`
 	N  int    `json:"n"`
@@ -80,7 +129,23 @@ func main() {
 	only := flag.String("only", "", "comma-separated measurements to run (default all)")
 	jsonOut := flag.String("json", "", "also write every result to this JSON file")
 	list := flag.Bool("list", false, "list the measurements")
+	storeKind := flag.String("store", "sqlite", "the store measured: sqlite (with the in-memory figures) or postgres")
+	flag.StringVar(&pgURL, "pg-url", os.Getenv("YELLA_PG_URL"), "the PostgreSQL server of -store postgres (a connection string; default $YELLA_PG_URL); use a server of its own: its WAL is measured")
+	flag.IntVar(&pgRuns, "pg-runs", pgRuns, "runs per PostgreSQL drain (-store postgres)")
 	flag.Parse()
+	switch *storeKind {
+	case "sqlite":
+	case "postgres":
+		if pgURL == "" {
+			fatal(fmt.Errorf("-store postgres needs -pg-url (or $YELLA_PG_URL)"))
+		}
+		if pgRuns < 100 {
+			fatal(fmt.Errorf("-pg-runs must be at least 100"))
+		}
+		measurements = pgMeasurements
+	default:
+		fatal(fmt.Errorf("-store must be sqlite or postgres, got %q", *storeKind))
+	}
 	if *list {
 		for _, m := range measurements {
 			fmt.Printf("%-15s %s\n", m.name, m.what)
@@ -97,11 +162,18 @@ func main() {
 		}
 	}
 	for n := range selected {
+		if f := floorFor[n]; f != "" {
+			selected[f] = true // a ratio is only ever to a floor of the same run
+		}
 		if find(n) == nil {
 			fatal(fmt.Errorf("unknown measurement %q (see -list)", n))
 		}
 	}
 	fmt.Println(machine())
+	if *storeKind == "postgres" {
+		runPG(selected, *reps, *jsonOut)
+		return
+	}
 	var all []result
 	type row struct {
 		m   measurement
@@ -116,9 +188,12 @@ func main() {
 		for rep := 0; rep < *reps; rep++ {
 			var r result
 			var err error
-			if m.name == "recovery-100k" {
+			switch m.name {
+			case "recovery-100k":
 				r, err = recovery()
-			} else {
+			case "recovery-1k":
+				r, err = recovery1k()
+			default:
 				r, err = runChild(m.name)
 			}
 			if err != nil {
@@ -130,10 +205,14 @@ func main() {
 		all = append(all, rs...)
 		rows = append(rows, row{m, median(rs)})
 	}
-	fmt.Printf("\n%-15s | %-46s | %-26s | %s\n", "measurement", "Yella for Go (median)", "TypeScript engine", "what")
-	fmt.Println(strings.Repeat("-", 150))
+	meds := map[string]result{}
 	for _, r := range rows {
-		fmt.Printf("%-15s | %-46s | %-26s | %s\n", r.m.name, brief(r.m, r.med), r.m.seed, r.m.what)
+		meds[r.m.name] = r.med
+	}
+	fmt.Printf("\n%-19s | %-46s | %-42s | %-26s | %s\n", "measurement", "Yella for Go (median)", "vs the floor, same run", "TypeScript engine", "what")
+	fmt.Println(strings.Repeat("-", 190))
+	for _, r := range rows {
+		fmt.Printf("%-19s | %-46s | %-42s | %-26s | %s\n", r.m.name, brief(r.m, r.med), vsFloor(r.m.name, meds), r.m.seed, r.m.what)
 	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "reps": *reps, "results": all}, "", "  ")
@@ -153,11 +232,20 @@ func find(name string) *measurement {
 }
 
 func brief(m measurement, r result) string {
+	if s, ok := briefExtra(m, r); ok {
+		return s
+	}
 	switch {
 	case m.name == "recovery-100k":
 		return fmt.Sprintf("first run %.0f ms, drained %.0f ms", r.FirstRunMs, r.Seconds*1000)
 	case m.name == "inflight-10k":
 		return fmt.Sprintf("%.0f MB RSS with 10,000 in flight", r.InFlightRSS)
+	case r.Procs > 0 || r.WALPerRun > 0:
+		s := fmt.Sprintf("%.0f %s, %.0f B WAL/run, %.1f rows/run, %.0f B/run", r.PerSec, m.unit, r.WALPerRun, r.RowsPerRun, r.BytesPerRun)
+		if r.P50us > 0 {
+			s += fmt.Sprintf(", p50 %.0f µs, p99 %.0f µs", r.P50us, r.P99us)
+		}
+		return s
 	case r.P50us > 0:
 		return fmt.Sprintf("%.0f %s (p50 %.1f µs, p99 %.0f µs)", r.PerSec, m.unit, r.P50us, r.P99us)
 	}

@@ -36,6 +36,9 @@ type Config struct {
 	// a slot. It must not block or call back into the Dispatcher; it
 	// typically starts a goroutine.
 	Start func(Item)
+	// Freed, if set, is called under the dispatcher's lock each time a
+	// started item is Done (a slot may be free). The same rules as Start.
+	Freed func()
 }
 
 // Stats is a snapshot of the dispatcher's queues.
@@ -162,6 +165,9 @@ func (d *Dispatcher) Done(it Item) {
 	d.unparkLocked(it.Process)
 	d.notifyIdleLocked()
 	d.fillLocked()
+	if d.cfg.Freed != nil {
+		d.cfg.Freed()
+	}
 }
 
 // Hold counts as one waiting item until Release: it keeps Idle from firing
@@ -212,6 +218,15 @@ func (d *Dispatcher) Active() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.inactive + d.running
+}
+
+// Free reports how many slots no item holds or waits for: the slots less
+// the items started and not Done and the items waiting (holds do not
+// count). It is negative when more items wait than slots are free.
+func (d *Dispatcher) Free() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg.Slots - d.running - len(d.byID)
 }
 
 // Running reports how many items are started and not Done.

@@ -138,3 +138,32 @@ func TestPauseStopsStarting(t *testing.T) {
 	d.Resume()
 	eq(t, "resumed", r.ids(), []string{"a"})
 }
+
+// Free counts the slots no item holds or waits for (holds do not count),
+// and Freed is called each time a started item is Done.
+func TestFreeAndFreed(t *testing.T) {
+	r := &rec{}
+	freed := 0
+	d := New(Config{Slots: 3, Clock: clock.NewFake(time.Unix(1000, 0)), Start: r.start, Freed: func() { freed++ }})
+	steps := []struct {
+		name string
+		do   func()
+		free int
+	}{
+		{"paused, empty", func() {}, 3},
+		{"two waiting", func() { d.Add(Item{ID: "a", Seq: 1}, Item{ID: "b", Seq: 2}) }, 1},
+		{"a hold counts nothing", d.Hold, 1},
+		{"started", d.Resume, 1},
+		{"two more than slots", func() { d.Add(Item{ID: "c", Seq: 3}, Item{ID: "d", Seq: 4}, Item{ID: "e", Seq: 5}) }, -2},
+		{"one done starts the next", func() { d.Done(Item{ID: "a", Seq: 1}) }, -1},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := d.Free(); got != s.free {
+			t.Errorf("%s: Free() = %d, want %d", s.name, got, s.free)
+		}
+	}
+	if freed != 1 {
+		t.Errorf("Freed called %d times, want 1", freed)
+	}
+}

@@ -60,6 +60,7 @@ var suite = []func() []Case{
 	keyCases,        // cases_keys.go: idempotency keys kept after pruning
 	transitionCases, // cases_transitions.go: every status × every operation
 	guaranteeCases,  // cases_guarantees.go: store-level reliability guarantees
+	batchCases,      // cases_batch.go: several admissions in one transaction
 	// The run lifecycle's transition-table cases go here.
 }
 

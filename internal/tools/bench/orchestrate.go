@@ -38,7 +38,7 @@ type ChildSpec struct {
 	FirstSeed int64         `json:"firstSeed"`
 }
 
-// OpenStore opens a store of a kind ("sqlite" or "memory") at a path; the
+// OpenStore opens a store of a kind ("sqlite", "memory" or "postgres") at a path; the
 // caller provides it, so that bench does not depend on concrete stores.
 type OpenStore func(kind, path string) (store.Store, error)
 
@@ -91,7 +91,7 @@ func runChild(raw string, open OpenStore) error {
 // Options configure a scenario run in child processes.
 type Options struct {
 	Scale float64
-	Store string // "sqlite" (default) or "memory"
+	Store string // "sqlite" (default), "memory" or "postgres"
 	// DBDir holds the databases, witness and ledger files (default: a new
 	// temporary directory, removed afterwards).
 	DBDir string
@@ -202,8 +202,8 @@ func (opts Options) withDefaults() (Options, error) {
 	if opts.Store == "" {
 		opts.Store = "sqlite"
 	}
-	if opts.Store != "sqlite" && opts.Store != "memory" {
-		return opts, fmt.Errorf("unknown store %q (sqlite or memory)", opts.Store)
+	if opts.Store != "sqlite" && opts.Store != "memory" && opts.Store != "postgres" {
+		return opts, fmt.Errorf("unknown store %q (sqlite, memory or postgres)", opts.Store)
 	}
 	if opts.Binary == "" {
 		opts.Binary = os.Args[0]
@@ -244,7 +244,11 @@ func newScenarioRun(scn Scenario, opts Options, dir string) *scenarioRun {
 	restart := len(kills) > 0 && opts.Store == "sqlite"
 	r := &report.Report{Scenario: reportScenario(scn), Scale: opts.Scale, Store: opts.Store, StartedAt: time.Now().UTC(), Machine: opts.Machine, Commit: opts.Commit}
 	if len(kills) > 0 && !restart {
-		r.Notes = append(r.Notes, "the in-memory store keeps nothing across a restart: the kill was skipped")
+		if opts.Store == "postgres" {
+			r.Notes = append(r.Notes, "kill drills run on SQLite here (the PostgreSQL store's are its kill tests): the kill was skipped")
+		} else {
+			r.Notes = append(r.Notes, "the in-memory store keeps nothing across a restart: the kill was skipped")
+		}
 	}
 	if !restart {
 		kills = nil

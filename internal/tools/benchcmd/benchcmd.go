@@ -8,11 +8,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/term"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/yella-go/yella/internal/tools/report"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
+	"github.com/yella-go/yella/store/pgstore"
 	"github.com/yella-go/yella/store/sqlitestore"
 )
 
@@ -29,10 +32,39 @@ import (
 func ChildMain() bool { return bench.ChildMain(openStore) }
 
 func openStore(kind, path string) (store.Store, error) {
-	if kind == "memory" {
+	switch kind {
+	case "memory":
 		return memstore.New(), nil
+	case "postgres":
+		return openPostgres(path)
 	}
 	return sqlitestore.Open(path, sqlitestore.Options{})
+}
+
+// openPostgres opens the PostgreSQL store of a scenario at $YELLA_PG_URL
+// (set from --pg-url): its schema is named after path, the scenario's
+// database file, which holds only a marker. The runner removes that file
+// before each scenario, so each scenario starts on a fresh schema; the
+// children of one scenario (restarts) reopen the same one.
+func openPostgres(path string) (store.Store, error) {
+	url := os.Getenv("YELLA_PG_URL")
+	if url == "" {
+		return nil, errors.New("--store postgres needs --pg-url or $YELLA_PG_URL")
+	}
+	h := fnv.New64a()
+	h.Write([]byte(path))
+	opts := pgstore.Options{Schema: fmt.Sprintf("bench_%x", h.Sum64())}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if err := pgstore.DropSchema(ctx, url, opts); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, []byte(opts.Schema+"\n"), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return pgstore.Open(ctx, url, opts)
 }
 
 // verify checks a recovery scenario's database: lost and doubled runs,
@@ -64,7 +96,8 @@ flags:
   --report-dir DIR     where reports go, and where report reads them
   --docs DIR           report: where benchmarks.md and its charts go (default <report-dir>/page)
   --publish            use the repository's committed directories for both
-  --store KIND         sqlite (default) or memory
+  --store KIND         sqlite (default), memory or postgres (a fresh schema per scenario; kill drills are skipped)
+  --pg-url URL         the PostgreSQL server of --store postgres (default $YELLA_PG_URL)
   --db-dir DIR         keep the databases here (default: a temporary directory)
 `, name, strings.Join(bench.Groups, ", "), DefaultReportDir(), PublishedReports, PublishedDocs)
 }
@@ -118,6 +151,7 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 	scaleArg := fs.String("scale", "1", "")
 	reportDir := fs.String("report-dir", DefaultReportDir(), "")
 	storeKind := fs.String("store", "sqlite", "")
+	pgURL := fs.String("pg-url", os.Getenv("YELLA_PG_URL"), "")
 	dbDir := fs.String("db-dir", "", "")
 	docs := fs.String("docs", "", "")
 	publish := fs.Bool("publish", false, "")
@@ -160,8 +194,15 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 		fmt.Fprintf(stdout, "wrote %s and its charts (from the reports in %s)\n", filepath.Join(*docs, "benchmarks.md"), *reportDir)
 		return nil
 	}
-	if *storeKind != "sqlite" && *storeKind != "memory" {
-		return fmt.Errorf("invalid --store %q: want sqlite or memory", *storeKind)
+	switch *storeKind {
+	case "sqlite", "memory":
+	case "postgres":
+		if *pgURL == "" {
+			return errors.New("--store postgres needs --pg-url (or $YELLA_PG_URL)")
+		}
+		os.Setenv("YELLA_PG_URL", *pgURL) // the children's store
+	default:
+		return fmt.Errorf("invalid --store %q: want sqlite, memory or postgres", *storeKind)
 	}
 	scale, err := bench.ParseScale(*scaleArg)
 	if err != nil {

@@ -97,6 +97,10 @@ type Mutation struct {
 	Guarantee string // the README's guarantee it breaks
 	Edits     []Edit
 	Tests     []Test // every one must fail with the mutation applied
+	// Needs names an environment variable its tests need (the PostgreSQL
+	// store's: YELLA_PG_URL). Without it the mutation is skipped, and the
+	// check says so.
+	Needs string
 }
 
 // TestsFor returns the mutation's tests run by the short or the full form.

@@ -20,6 +20,19 @@ func sqlTest(name string) Test {
 	return Test{Pkg: "./store/sqlitestore", Run: "^" + name + "$"}
 }
 
+// pgConf selects a case of the engine suite on the PostgreSQL store, and
+// pgTest a test of the PostgreSQL store's package: both need YELLA_PG_URL
+// (the mutations that use them name it in Needs).
+func pgConf(c string) Test {
+	return Test{Pkg: ".", Run: "^TestEngineSuite$/^pgstore$/^" + c + "$"}
+}
+func pgTest(name string) Test {
+	return Test{Pkg: "./store/pgstore", Run: "^" + name + "$"}
+}
+
+// pgURL is the variable the PostgreSQL tests need.
+const pgURL = "YELLA_PG_URL"
+
 var (
 	crashPoints = Test{Pkg: "./store/sqlitestore", Run: "^TestCrashPoints$", Full: true}
 	powerLoss   = Test{Pkg: "./internal/tools/trust", Run: "^TestPowerLoss$", Tags: "trust", Full: true, Timeout: 10 * time.Minute}
@@ -32,7 +45,10 @@ var (
 // README names them). Each edit's old text must occur exactly once in its
 // file; when the code it targets changes, the check fails naming the
 // mutation, which must then be re-targeted, not dropped.
-var All = []Mutation{
+var All = append(coreMutations, pgMutations...)
+
+// coreMutations break the guarantees of the engine and the SQLite store.
+var coreMutations = []Mutation{
 	{
 		Name:      "effect-start-after-body",
 		Guarantee: "an effect is recorded as started before its body runs",
@@ -88,6 +104,16 @@ var All = []Mutation{
 		Tests: []Test{sqlConf("Lease/StaleEffectStartFenced")},
 	},
 	{
+		Name:      "batch-partly-admitted",
+		Guarantee: "EmitBatch admits all of its events or none",
+		Edits: []Edit{{
+			File: "store/sqlitestore/batch.go",
+			Old:  "return batchAbort{err} // fails the transaction, not only this command",
+			New:  "return err",
+		}},
+		Tests: []Test{sqlStore("Store/AdmitBatch/AllOrNothing")},
+	},
+	{
 		Name:      "reclaim-at-start-delayed",
 		Guarantee: "a fresh process resumes a dead owner's runs at once, not after their leases",
 		Edits: []Edit{{
@@ -114,8 +140,22 @@ var All = []Mutation{
 			File: "store/sqlitestore/write.go",
 			Old:  "\t\tif a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
 			New:  "\t\tif false && a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
+		}, {
+			File: "store/sqlitestore/duplicate.go",
+			Old:  "\tif a.IdempotencyKey == \"\" || a.ParentID != \"\" || len(a.Runs) == 0 {",
+			New:  "\tif true {",
 		}},
 		Tests: []Test{sqlConf("Idempotency/DuplicateAndDifferentKeys"), sqlConf("Engine/DuplicateEmitAndWaitReturnsExisting"), crashPoints},
+	},
+	{
+		Name:      "idempotency-ignored-in-writer",
+		Guarantee: "an idempotency key admits each listener at most once, also when its first admission is not committed yet",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "\t\tif a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
+			New:  "\t\tif false && a.IdempotencyKey != \"\" {\n\t\t\tr, _, err := scanRun(w.s.st.selIdem",
+		}},
+		Tests: []Test{sqlStore("Store/AdmitBatch/InOrder")},
 	},
 	{
 		Name:      "ack-before-commit",
@@ -223,6 +263,109 @@ var All = []Mutation{
 		}},
 		Tests: []Test{sqlTest("TestWALLimit")},
 	},
+	{
+		Name:      "store-outage-completion-dropped",
+		Guarantee: "a finished attempt's outcome that the store cannot take is retried with backoff until it commits: a store outage loses nothing",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "\t\te.storeFailed(op, fmt.Errorf(\"%w (retrying in %s)\", err, wait))\n\t\tif !e.sleep(wait) {",
+			New:  "\t\te.storeFailed(op, fmt.Errorf(\"%w (retrying in %s)\", err, wait))\n\t\tif true || !e.sleep(wait) {",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestStoreHealth$"}},
+	},
+	{
+		Name:      "store-outage-not-reported",
+		Guarantee: "a store outage is reported: StoreHealth down, /api/health 503, yella_store_up 0, one log line",
+		Edits: []Edit{{
+			File: "storehealth.go",
+			Old:  "\t\th.down.Store(true)\n",
+			New:  "",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestStoreHealth$"}, {Pkg: "./httpapi", Run: "^TestHealthStoreDown$"}, {Pkg: "./prommetrics", Run: "^TestStoreUp$"}},
+	},
+}
+
+// pgMutations break the PostgreSQL store's guarantees: several engine
+// processes on one database.
+var pgMutations = []Mutation{
+	{
+		Name:      "pg-outage-claims-spin",
+		Guarantee: "PostgreSQL: while the database is unreachable a node retries its claims with backoff, without spinning",
+		Edits: []Edit{{
+			File: "shared.go",
+			Old:  "\t\t\tn.wakeAtTime(now.Add(wait))\n",
+			New:  "\t\t\tn.wakeAtTime(now.Add(wait / 1000))\n",
+		}},
+		Tests: []Test{pgTest("TestConnectionCut")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-completion-ignores-epoch",
+		Guarantee: "PostgreSQL: an attempt's end carries its lease epoch: a stale or taken-over attempt's completion changes nothing",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "FROM i WHERE r.id = i.id AND r.status = 'running' AND r.epoch = i.epoch",
+			New:  "FROM i WHERE r.id = i.id AND r.status = 'running' AND i.epoch > 0",
+		}},
+		Tests: []Test{pgConf("Lease/StaleCompletionWhileRunning"), pgTest("TestGoneNodeRunsTakenOver")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-dead-node-not-reclaimed",
+		Guarantee: "PostgreSQL: a node whose heartbeat is older than the timeout loses its runs to the others at once",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "WHERE r.status = 'running' AND (n.seen < now() - make_interval(secs => $4)",
+			New:  "WHERE r.status = 'running' AND (n.seen < now() - make_interval(secs => $4) - interval '1 day'",
+		}},
+		Tests: []Test{pgTest("TestGoneNodeRunsTakenOver"), pgTest("TestNodesSurviveKills").full()},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-ack-before-commit",
+		Guarantee: "PostgreSQL: a write is acknowledged only after its transaction commits",
+		Edits: []Edit{{
+			File: "store/pgstore/writer.go",
+			Old:  "\t// Tests may hold or fail the commit here (internal/commithook).\n",
+			New:  "\tfor _, c := range cmds {\n\t\tselect {\n\t\tcase <-c.done:\n\t\tdefault:\n\t\t\tclose(c.done)\n\t\t}\n\t}\n\t// Tests may hold or fail the commit here (internal/commithook).\n",
+		}, {
+			File: "store/pgstore/writer.go",
+			Old:  "\tfor _, c := range batch {\n\t\tclose(c.done)\n\t}",
+			New:  "\tfor _, c := range batch {\n\t\tselect {\n\t\tcase <-c.done:\n\t\tdefault:\n\t\t\tclose(c.done)\n\t\t}\n\t}",
+		}},
+		Tests: []Test{pgTest("TestAdmitAnsweredAfterCommit")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-follow-ups-second-transaction",
+		Guarantee: "PostgreSQL: a completion and its follow-up runs commit together",
+		// Follow-ups without a key or a bound are inserted with their
+		// batch's attempt ends (insertChildren): the test's are.
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "rows, err := w.tx.Query(w.ctx, w.s.q.insChildren,",
+			New:  "rows, err := w.s.pool.Query(w.ctx, w.s.q.insChildren,",
+		}},
+		Tests: []Test{pgTest("TestFollowUpsCommitWithCompletion")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-caps-not-locked",
+		Guarantee: "PostgreSQL: a process's running cap and admission bound are exact across nodes",
+		Edits: []Edit{{
+			File: "store/pgstore/admit.go",
+			Old:  "\tfor _, k := range keys {",
+			New:  "\tfor _, k := range keys[:0] {",
+		}},
+		Tests: []Test{pgTest("TestRunningCapExactAcrossNodes"), pgTest("TestAdmissionBoundExactAcrossNodes")},
+		Needs: pgURL,
+	},
+}
+
+// full returns the test as part of the full form only.
+func (t Test) full() Test {
+	t.Full = true
+	return t
 }
 
 // short returns the test as part of the short form.

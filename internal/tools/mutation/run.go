@@ -58,6 +58,7 @@ type Result struct {
 	Full     bool          `json:"full"`
 	Baseline []Row         `json:"baseline"`
 	Rows     []Row         `json:"rows"`
+	Skipped  []string      `json:"skipped,omitempty"` // mutations whose Needs is not set
 	Elapsed  time.Duration `json:"elapsedNs"`
 }
 
@@ -118,6 +119,7 @@ func Check(ctx context.Context, ms []Mutation, o Options) (*Result, error) {
 	}
 	start := time.Now()
 	res := &Result{Full: o.Full}
+	ms = res.available(ms, o.Log)
 
 	// The baseline: each distinct test once, unmutated, with -v to see that
 	// the -run regexp selects a test.
@@ -161,6 +163,26 @@ func Check(ctx context.Context, ms []Mutation, o Options) (*Result, error) {
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// available returns the mutations whose tests can run here, recording and
+// logging the others: those whose Needs variable is not set.
+func (r *Result) available(ms []Mutation, log io.Writer) []Mutation {
+	var out []Mutation
+	for _, m := range ms {
+		if m.Needs != "" && os.Getenv(m.Needs) == "" {
+			r.Skipped = append(r.Skipped, m.Name)
+			fmt.Fprintf(log, "skipped %s: its tests need %s, which is not set%s\n", m.Name, m.Needs, needsHint[m.Needs])
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// needsHint says how to set a Needs variable.
+var needsHint = map[string]string{
+	"YELLA_PG_URL": ` (eval "$(.ci/postgres)" starts a throwaway PostgreSQL and sets it)`,
 }
 
 // parallel calls fn(0..n-1) with at most p calls at once.

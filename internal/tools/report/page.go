@@ -27,9 +27,19 @@ var seedRuns = map[string]seed{
 	"burst-recovery__fleet-c50":              {85, 1000, 135, 0, 53, 0},
 }
 
-// LoadDir reads every report JSON in dir and keeps, per scenario, the one
-// at the largest scale, the latest among equals.
+// LoadDir reads every report JSON in dir of a run on the SQLite or the
+// in-memory store and keeps, per scenario, the one at the largest scale,
+// the latest among equals. Runs on PostgreSQL are LoadStore's.
 func LoadDir(dir string) (map[string]*Report, error) {
+	return loadDir(dir, func(r *Report) bool { return r.Store != "postgres" })
+}
+
+// LoadStore is LoadDir for the runs on one store kind ("postgres").
+func LoadStore(dir, kind string) (map[string]*Report, error) {
+	return loadDir(dir, func(r *Report) bool { return r.Store == kind })
+}
+
+func loadDir(dir string, keep func(*Report) bool) (map[string]*Report, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, err
@@ -42,6 +52,9 @@ func LoadDir(dir string) (map[string]*Report, error) {
 		r, err := Load(p)
 		if err != nil {
 			return nil, err
+		}
+		if !keep(r) {
+			continue
 		}
 		cur := latest[r.Scenario.ID]
 		if cur == nil || r.Scale > cur.Scale || r.Scale == cur.Scale && r.FinishedAt.After(cur.FinishedAt) {
@@ -79,7 +92,15 @@ func Page(dir, docsDir string) error {
 	if err != nil {
 		return fmt.Errorf("link the reports in %s from %s: %w", dir, docsDir, err)
 	}
-	md := PageMarkdown(latest, charts, filepath.ToSlash(rel))
+	pg, err := LoadPGCapacity(filepath.Join(dir, "..", "capacity"))
+	if err != nil {
+		return err
+	}
+	pgRuns, err := LoadStore(dir, "postgres")
+	if err != nil {
+		return err
+	}
+	md := pageMarkdown(latest, charts, filepath.ToSlash(rel), pg, pgRuns)
 	return os.WriteFile(filepath.Join(docsDir, "benchmarks.md"), []byte(md), 0o644)
 }
 
@@ -100,10 +121,17 @@ func scaleNote(r *Report) string {
 
 // PageMarkdown is the page's text.
 func PageMarkdown(latest map[string]*Report, charts []string, reportsRel string) string {
-	p := &page{latest: latest, charts: charts, reportsRel: reportsRel}
+	return pageMarkdown(latest, charts, reportsRel, nil, nil)
+}
+
+// pageMarkdown is the page's text, with a PostgreSQL section if pg or
+// pgRuns (the scenarios run on PostgreSQL) is set.
+func pageMarkdown(latest map[string]*Report, charts []string, reportsRel string, pg *PGCapacity, pgRuns map[string]*Report) string {
+	p := &page{latest: latest, charts: charts, reportsRel: reportsRel, pg: pg, pgRuns: pgRuns}
 	p.intro()
 	p.apiMixed()
 	p.capacity()
+	p.postgres()
 	p.scraper()
 	p.trust()
 	p.strengths()
@@ -117,6 +145,8 @@ type page struct {
 	latest     map[string]*Report
 	charts     []string
 	reportsRel string
+	pg         *PGCapacity        // a capacity run on PostgreSQL, or nil
+	pgRuns     map[string]*Report // the scenarios run on PostgreSQL
 }
 
 // pick returns the reports of the scenarios ids that ran, in that order.

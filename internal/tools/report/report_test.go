@@ -157,3 +157,54 @@ func TestPageLinks(t *testing.T) {
 		}
 	}
 }
+
+// A scenario run on PostgreSQL is listed in the page's PostgreSQL section,
+// beside the same scenario on SQLite, and never replaces the SQLite run in
+// the other sections, whatever its scale or date.
+func TestPostgresRunsListedApart(t *testing.T) {
+	t.Chdir(t.TempDir())
+	sq := sample()
+	pg := sample()
+	pg.Store, pg.Scale = "postgres", 0.5 // larger than the SQLite run's scale: LoadDir must still keep SQLite's
+	pg.FinishedAt = pg.FinishedAt.Add(time.Hour)
+	pg.StartedAt = pg.StartedAt.Add(time.Hour)
+	pg.Totals.ThroughputLoad = 12.5
+	for _, r := range []*Report{sq, pg} {
+		if err := r.Write("reports"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	latest, err := LoadDir("reports")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := latest[sq.Scenario.ID]; r == nil || r.Store != "sqlite" {
+		t.Fatalf("LoadDir kept %+v, want the SQLite run", r)
+	}
+	pgRuns, err := LoadStore("reports", "postgres")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := pgRuns[sq.Scenario.ID]; r == nil || r.Store != "postgres" || len(pgRuns) != 1 {
+		t.Fatalf("LoadStore kept %v, want the PostgreSQL run only", pgRuns)
+	}
+	docs := t.TempDir()
+	if err := Page("reports", docs); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(docs, "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := string(md)
+	i := strings.Index(sec, "### The scenarios on PostgreSQL")
+	if i < 0 {
+		t.Fatalf("no PostgreSQL scenarios section:\n%s", md)
+	}
+	row := sec[i:]
+	row = row[strings.Index(row, "| "+sq.Scenario.Label):]
+	row = row[:strings.Index(row, "\n")]
+	if !strings.Contains(row, "(scale 0.5)") || !strings.Contains(row, "/ 12 runs/s") || !strings.Contains(row, "63 runs/s, 584 ms (scale 0.05)") {
+		t.Errorf("the PostgreSQL row does not show the run beside SQLite's: %s", row)
+	}
+}

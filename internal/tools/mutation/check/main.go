@@ -86,7 +86,10 @@ func main() {
 			fail("%v", err)
 		}
 	}
-	fmt.Printf("\n%d mutations, %d test runs, %s (%s form)\n", len(ms), len(res.Rows), res.Elapsed.Round(time.Second), form)
+	fmt.Printf("\n%d mutations, %d test runs, %s (%s form)\n", len(ms)-len(res.Skipped), len(res.Rows), res.Elapsed.Round(time.Second), form)
+	if len(res.Skipped) > 0 {
+		fmt.Printf("skipped, their tests' database not given: %s\n", strings.Join(res.Skipped, ", "))
+	}
 	if probs := res.Problems(); len(probs) > 0 {
 		fmt.Println("\nFAIL: the mutation check proves nothing until these are fixed:")
 		for _, pr := range probs {

@@ -1,0 +1,68 @@
+package yella_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/yella-go/yella"
+)
+
+// BenchmarkEmitBatch times EmitBatch of 500 events on a stopped engine
+// (admission only), reported per event.
+func BenchmarkEmitBatch(b *testing.B) {
+	for name, open := range stores(b) {
+		b.Run(name, func(b *testing.B) {
+			st := open()
+			defer st.Close()
+			eng, _ := yella.New(yella.Config{Store: st})
+			eng.Register(yella.Process{Name: "sink", On: "e", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+			ctx := context.Background()
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 500 {
+				evs := make([]yella.BatchEvent, min(500, b.N-i))
+				for j := range evs {
+					evs[j] = yella.BatchEvent{Event: "e", Payload: i + j}
+				}
+				if _, err := eng.EmitBatch(ctx, evs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+		})
+	}
+}
+
+// BenchmarkEndToEnd times b.N no-op runs end to end on a started engine:
+// from the first EmitBatch (500 events each) to the last completion, so
+// admission is inside the window, at fleet concurrency 50.
+func BenchmarkEndToEnd(b *testing.B) {
+	for name, open := range stores(b) {
+		b.Run(name, func(b *testing.B) {
+			st := open()
+			defer st.Close()
+			eng, _ := yella.New(yella.Config{Store: st, Concurrency: 50})
+			eng.Register(yella.Process{Name: "p", On: "e", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+			ctx := context.Background()
+			if err := eng.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i += 500 {
+				evs := make([]yella.BatchEvent, min(500, b.N-i))
+				for j := range evs {
+					evs[j] = yella.BatchEvent{Event: "e", Payload: i + j}
+				}
+				if _, err := eng.EmitBatch(ctx, evs); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := eng.Drain(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+			eng.Stop(ctx)
+		})
+	}
+}

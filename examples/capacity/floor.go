@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// The PostgreSQL floor: the least durable work this design does per run,
+// on the same driver and server as the engine, batched as the engine
+// batches. Each run is inserted (500 per statement, like admission
+// batches), claimed with FOR UPDATE SKIP LOCKED in claims sized as the
+// engine sizes them (free slots plus a quarter, at least half that
+// quarter), handed to 50 goroutines in memory, and completed by an UPDATE
+// fenced on its epoch. One writer goroutine commits whatever is queued (up
+// to floorMaxBatch commands) in one transaction and answers only after
+// COMMIT. The one-effect variant records the effect as started (durable
+// before the body runs) and completes it with its run; the chain variant
+// inserts stage 2 in the transaction that completes stage 1. No status
+// counts, timeline, notifications, leases or nodes: those are the engine's
+// extra cost over the floor.
+
+const floorMaxBatch = 256 // the engine's writer batch (pgstore.Options.MaxBatch default)
+
+const floorDDL = `CREATE SCHEMA %[1]s;
+CREATE TABLE %[1]s.runs (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, stage int NOT NULL, status text NOT NULL,
+	epoch bigint NOT NULL DEFAULT 0, payload bytea, output bytea);
+CREATE INDEX ON %[1]s.runs (seq) WHERE status = 'idle';
+CREATE TABLE %[1]s.effects (run_seq bigint NOT NULL, key text NOT NULL, status text NOT NULL, output bytea, PRIMARY KEY (run_seq, key));`
+
+type floorCmd struct {
+	claim int    // claim this many runs, or:
+	start *fRun  // record an effect started, or:
+	done  *fRun  // complete a run (and its effect; insert stage 2 of a chain)
+	got   []fRun // claimed runs
+	ack   chan struct{}
+}
+
+type fRun struct {
+	seq, epoch int64
+	stage      int
+}
+
+// floorRun runs the floor for workload w ("noop", "effect", "chain") on a
+// fresh schema: setup and admission, then ready() and, once it returns,
+// the timed drain.
+func floorRun(url, schema, w string, n int, ready func()) error {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	s := pgx.Identifier{schema}.Sanitize()
+	if _, err := pool.Exec(ctx, fmt.Sprintf(floorDDL, s)); err != nil {
+		return err
+	}
+	total, roots := n, n
+	if w == "chain" {
+		roots = n / 2
+	}
+	for i := 0; i < roots; i += 500 {
+		var ps [][]byte
+		for j := i; j < min(i+500, roots); j++ {
+			ps = append(ps, fmt.Appendf(nil, `{"i":%d}`, j))
+		}
+		if _, err := pool.Exec(ctx, `INSERT INTO `+s+`.runs (stage, status, payload) SELECT 1, 'idle', p FROM unnest($1::bytea[]) p`, ps); err != nil {
+			return err
+		}
+	}
+	claimSQL := `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1
+		WHERE seq = ANY(ARRAY(SELECT seq FROM ` + s + `.runs WHERE status = 'idle' ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED))
+		RETURNING seq, epoch, stage`
+	startSQL := `INSERT INTO ` + s + `.effects (run_seq, key, status)
+		SELECT r.seq, 'e1', 'started' FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
+		JOIN ` + s + `.runs r ON r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running'`
+	doneSQL := `WITH u AS (UPDATE ` + s + `.runs r SET status = 'completed', output = 'null'
+			FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
+			WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running' RETURNING r.seq, r.stage, r.payload),
+		e AS (UPDATE ` + s + `.effects e SET status = 'completed', output = '1' FROM u WHERE $3 AND e.run_seq = u.seq AND e.key = 'e1')
+		INSERT INTO ` + s + `.runs (stage, status, payload) SELECT 2, 'idle', payload FROM u WHERE $4 AND u.stage = 1`
+	ready()
+
+	cmds := make(chan *floorCmd, 4*floorMaxBatch)
+	writerDone := make(chan error, 1)
+	go func() { // the group-commit writer
+		batch := make([]*floorCmd, 0, floorMaxBatch)
+		for c := range cmds {
+			batch = append(batch[:0], c)
+			for round := 0; round < 2 && len(batch) < floorMaxBatch; round++ {
+				if round > 0 {
+					runtime.Gosched()
+				}
+			fill:
+				for len(batch) < floorMaxBatch {
+					select {
+					case c := <-cmds:
+						batch = append(batch, c)
+					default:
+						break fill
+					}
+				}
+			}
+			if err := floorCommit(ctx, pool, batch, w, claimSQL, startSQL, doneSQL); err != nil {
+				writerDone <- err
+				for range cmds {
+				}
+				return
+			}
+			for _, c := range batch {
+				close(c.ack)
+			}
+		}
+		writerDone <- nil
+	}()
+	do := func(c *floorCmd) *floorCmd {
+		c.ack = make(chan struct{})
+		cmds <- c
+		<-c.ack
+		return c
+	}
+
+	const conc, buffer = fleetConc, fleetConc / 4
+	work := make(chan fRun, conc+buffer)
+	freed := make(chan struct{}, 1)
+	var mu sync.Mutex
+	outstanding, completed := 0, 0
+	var wg sync.WaitGroup
+	for range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range work {
+				if w == "effect" {
+					do(&floorCmd{start: &r})
+				}
+				do(&floorCmd{done: &r})
+				mu.Lock()
+				outstanding--
+				completed++
+				mu.Unlock()
+				select {
+				case freed <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	// The claimer: claims like the engine's claim loop (free slots plus a
+	// buffer, at least half the buffer while runs are in hand).
+	for {
+		mu.Lock()
+		out, comp := outstanding, completed
+		mu.Unlock()
+		if comp >= total {
+			break
+		}
+		want := conc + buffer - out
+		if want >= buffer/2 || out == 0 {
+			c := do(&floorCmd{claim: want})
+			mu.Lock()
+			outstanding += len(c.got)
+			mu.Unlock()
+			for _, r := range c.got {
+				work <- r
+			}
+			if len(c.got) == want {
+				continue
+			}
+		}
+		select {
+		case <-freed:
+		case err := <-writerDone:
+			return err
+		}
+	}
+	close(work)
+	wg.Wait()
+	close(cmds)
+	return <-writerDone
+}
+
+// floorCommit runs one batch in one transaction: its claims, one
+// statement for the effect starts and one for the completions.
+func floorCommit(ctx context.Context, pool *pgxpool.Pool, batch []*floorCmd, w, claimSQL, startSQL, doneSQL string) error {
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(ctx)
+	var sSeq, sEp, dSeq, dEp []int64
+	for _, c := range batch {
+		switch {
+		case c.claim > 0:
+			rows, err := tx.Query(ctx, claimSQL, c.claim)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var r fRun
+				if err := rows.Scan(&r.seq, &r.epoch, &r.stage); err != nil {
+					return err
+				}
+				c.got = append(c.got, r)
+			}
+			if err := rows.Err(); err != nil {
+				return err
+			}
+		case c.start != nil:
+			sSeq, sEp = append(sSeq, c.start.seq), append(sEp, c.start.epoch)
+		case c.done != nil:
+			dSeq, dEp = append(dSeq, c.done.seq), append(dEp, c.done.epoch)
+		}
+	}
+	if len(sSeq) > 0 {
+		if _, err := tx.Exec(ctx, startSQL, sSeq, sEp); err != nil {
+			return err
+		}
+	}
+	if len(dSeq) > 0 {
+		if _, err := tx.Exec(ctx, doneSQL, dSeq, dEp, w == "effect", w == "chain"); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(ctx)
+}

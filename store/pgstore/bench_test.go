@@ -1,0 +1,128 @@
+package pgstore_test
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/store/pgstore"
+)
+
+// The engine on the PostgreSQL store, one engine process (one node), fleet
+// concurrency 50, no-op handlers:
+//
+//	go test -run '^$' -bench . -benchtime 20000x ./store/pgstore
+//
+// Each reports runs (or emits) per second, the WAL the server wrote per
+// run (pg_current_wal_lsn), and the writers' commands per transaction.
+
+func benchEngine(b *testing.B) (*pgstore.Store, *yella.Engine) {
+	b.Helper()
+	st := openIn(b, b.TempDir(), pgstore.Options{})
+	eng, err := yella.New(yella.Config{Store: st, Concurrency: 50})
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng.Register(yella.Process{Name: "noop", On: "ev", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+	b.Cleanup(func() { eng.Stop(context.Background()) })
+	return st, eng
+}
+
+func walLSN(b *testing.B, st *pgstore.Store) int64 {
+	b.Helper()
+	var n int64
+	if err := st.Pool().QueryRow(context.Background(), "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint").Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+func report(b *testing.B, st *pgstore.Store, n int, wal0 int64, unit string) {
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), unit)
+	b.ReportMetric(float64(walLSN(b, st)-wal0)/float64(n), "WAL-B/run")
+	s := st.Stats()
+	b.ReportMetric(float64(s.Commands)/float64(max(s.Batches, 1)), "cmds/batch")
+}
+
+// BenchmarkNoopDrain: b.N runs admitted (8 concurrent emitters, before the
+// timer), then drained by one engine: from Start to the last completion.
+func BenchmarkNoopDrain(b *testing.B) {
+	st, eng := benchEngine(b)
+	ctx := context.Background()
+	emitConcurrently(b, eng, b.N, 8)
+	wal0 := walLSN(b, st)
+	b.ResetTimer()
+	if err := eng.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := eng.Drain(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	report(b, st, b.N, wal0, "runs/s")
+}
+
+// BenchmarkEmitAndDrain: 8 concurrent emitters while the engine runs,
+// from the first emit to the last completion.
+func BenchmarkEmitAndDrain(b *testing.B) {
+	st, eng := benchEngine(b)
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	wal0 := walLSN(b, st)
+	b.ResetTimer()
+	emitConcurrently(b, eng, b.N, 8)
+	if err := eng.Drain(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	report(b, st, b.N, wal0, "runs/s")
+}
+
+// BenchmarkEmit: one sequential emitter while the engine runs: each Emit
+// is a commit of its own (p50 and p99 of Emit reported).
+func BenchmarkEmit(b *testing.B) {
+	st, eng := benchEngine(b)
+	ctx := context.Background()
+	if err := eng.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, b.N)
+	wal0 := walLSN(b, st)
+	b.ResetTimer()
+	for i := range b.N {
+		t0 := time.Now()
+		if _, err := eng.Emit(ctx, "ev", nil); err != nil {
+			b.Fatal(err)
+		}
+		lat[i] = time.Since(t0)
+	}
+	b.StopTimer()
+	report(b, st, b.N, wal0, "emits/s")
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	eng.Drain(ctx)
+}
+
+func emitConcurrently(b *testing.B, eng *yella.Engine, n, emitters int) {
+	b.Helper()
+	var wg sync.WaitGroup
+	for w := range emitters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < n; i += emitters {
+				if _, err := eng.Emit(context.Background(), "ev", nil); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

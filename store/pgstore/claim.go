@@ -1,0 +1,117 @@
+package pgstore
+
+import (
+	"context"
+	"sort"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yella-go/yella/store"
+)
+
+// ClaimNext implements store.Shared: the oldest due idle runs, claimed
+// with FOR UPDATE SKIP LOCKED so that nodes claiming at once never wait on
+// each other's rows. A process with a running cap is claimed under its
+// claim lock (a transaction-scoped advisory lock of its own), after
+// counting its running runs across every node, so the cap is exact: a
+// node claiming the same process waits for the lock and then counts the
+// runs this one claimed. Uncapped processes take no lock.
+func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (store.ClaimNextResult, error) {
+	var res store.ClaimNextResult
+	err := s.run(ctx, func(w *wtx) error {
+		res = store.ClaimNextResult{}
+		var all, free, capped []string
+		for p, c := range req.Processes {
+			all = append(all, p)
+			if c > 0 {
+				capped = append(capped, p)
+			} else {
+				free = append(free, p)
+			}
+		}
+		if len(all) == 0 {
+			return nil
+		}
+		sort.Strings(capped)
+		claim := func(procs []string, n int) error {
+			// One round trip: the plan settings, the claim, the settings
+			// back to the session's.
+			b := &pgx.Batch{}
+			for _, set := range claimPlan {
+				b.Queue(set)
+			}
+			q := b.Queue(s.q.claimNext, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n)
+			q.Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					_, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
+					if err != nil {
+						return err
+					}
+					res.Runs = append(res.Runs, r)
+					w.moved(store.StatusIdle, store.StatusRunning)
+				}
+				return rows.Err()
+			})
+			for _, reset := range claimPlanReset {
+				b.Queue(reset)
+			}
+			return w.tx.SendBatch(w.ctx, b).Close()
+		}
+		if len(capped) > 0 && req.Limit > 0 {
+			running, err := s.lockRunning(w, capped)
+			if err != nil {
+				return err
+			}
+			for _, p := range capped {
+				room := min(req.Processes[p]-running[p], req.Limit-len(res.Runs))
+				if room > 0 {
+					if err := claim([]string{p}, room); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		if n := req.Limit - len(res.Runs); len(free) > 0 && n > 0 {
+			if err := claim(free, n); err != nil {
+				return err
+			}
+		}
+		sort.Slice(res.Runs, func(i, j int) bool { return res.Runs[i].Seq < res.Runs[j].Seq })
+		if len(res.Runs) == req.Limit { // a full batch: there may be more, and the caller claims again
+			res.More = true
+			return nil
+		}
+		var next *int64
+		if err := w.tx.QueryRow(w.ctx, s.q.claimMore, all, req.Now.UnixNano()).Scan(&res.More, &next); err != nil {
+			return err
+		}
+		res.NextAt = fromNS(next)
+		return nil
+	})
+	return res, err
+}
+
+// claimPlan are the settings a claim is planned and run under (see
+// queries.claimNext), and claimPlanReset what puts them back: RESET
+// returns to the session's default, which the store never changes.
+var (
+	claimPlan      = []string{"SET LOCAL enable_sort = off", "SET LOCAL enable_bitmapscan = off"}
+	claimPlanReset = []string{"RESET enable_sort", "RESET enable_bitmapscan"}
+)
+
+// lockRunning takes the claim locks of the capped processes and counts
+// their running runs under them.
+func (s *Store) lockRunning(w *wtx, procs []string) (map[string]int, error) {
+	if err := s.lockProcesses(w.ctx, w.tx, procs, "claim"); err != nil {
+		return nil, err
+	}
+	rows, err := w.tx.Query(w.ctx, s.q.runningCounts, procs)
+	if err != nil {
+		return nil, err
+	}
+	running := map[string]int{}
+	var p string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&p, &n}, func() error { running[p] = n; return nil })
+	return running, err
+}

@@ -1,0 +1,348 @@
+package pgstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yella-go/yella/store"
+)
+
+// The column lists, with %[1]s for a table alias ("" or "r."): runCols
+// are a whole run, in scanRun's order; claimCols the columns a claim
+// returns (the ones it does not set); updCols those an update returns
+// (all but the payload and context, which an update never changes).
+const (
+	runColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
+	%[1]sstatus, %[1]spayload, %[1]scontext, %[1]soutput, %[1]serror, %[1]serror_code, %[1]sthen_event, %[1]sidem_key,
+	%[1]sattempts, %[1]sepoch, %[1]sretry_at, %[1]slease_owner, %[1]slease_expires,
+	%[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl`
+	claimColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
+	%[1]spayload, %[1]scontext, %[1]sattempts, %[1]sepoch`
+	updColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
+	%[1]sstatus, %[1]soutput, %[1]serror, %[1]serror_code, %[1]sthen_event, %[1]sidem_key, %[1]sattempts, %[1]sepoch,
+	%[1]sretry_at, %[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl`
+)
+
+var (
+	runCols, runColsR = fmt.Sprintf(runColsT, ""), fmt.Sprintf(runColsT, "r.")
+	claimColsR        = fmt.Sprintf(claimColsT, "r.")
+	updCols, updColsR = fmt.Sprintf(updColsT, ""), fmt.Sprintf(updColsT, "r.")
+)
+
+// claimSet is the SET list of a claim: $1 owner, $2 lease expiry, $3 now.
+const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts + 1, lease_owner = $1, lease_expires = $2,
+	started_at = $3, retry_at = NULL, output = NULL`
+
+// queries are the store's SQL with its schema filled in: every table is
+// named with its schema, so statements also run on a caller's connection
+// (Tx) whatever its search_path.
+type queries struct {
+	schema string // the quoted schema name
+
+	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts string
+	claimIDs, claimNext, claimMore                                                             string
+	selForUpdate, update, finishMany, insTL, insTL2                                            string
+	effStartMany, effFinishMany, effClear, effDone, setCtx, heartbeat                          string
+	addCounts, idsExist, insRollup, insError                                                   string
+	selRun, selChain, selTimeline, selRunTL, selEffects, selPending                            string
+	selCounts, selAbandoned, selRollups, selErrors                                             string
+	prune, pruneRollups, pruneErrors, pruneKeys, compactRollups                                string
+	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                           string
+	nodeList, nodeHeld                                                                         string
+	notify                                                                                     string
+}
+
+func newQueries(schema string) queries {
+	q := queries{schema: schema}
+	s := func(sql string) string { return strings.ReplaceAll(sql, "$S.", schema+".") }
+	q.insRuns = s(`INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at)
+		SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(id, process, ord) ORDER BY i.ord
+		ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING
+		RETURNING seq, id`)
+	// The follow-up runs of a batch's attempt ends (no idempotency key, no
+	// bound): one row each, in order.
+	q.insChildren = s(`INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at)
+		SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[])
+			WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, ord) ORDER BY i.ord
+		RETURNING seq, id`)
+	q.selIdem = s(`SELECT ` + runCols + ` FROM $S.runs WHERE event = $1 AND idem_key = $2 AND process = ANY($3)`)
+	q.selKept = s(`SELECT process, run_id, created_at FROM $S.pruned_keys WHERE event = $1 AND key = $2 AND process = ANY($3)`)
+	q.parentExists = s(`SELECT EXISTS (SELECT 1 FROM $S.runs WHERE id = $1)`)
+	q.lockKey = `SELECT pg_advisory_xact_lock($1)`
+	q.activeCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status IN ('idle', 'running') AND process = ANY($1) GROUP BY process`)
+	q.runningCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status = 'running' AND process = ANY($1) GROUP BY process`)
+
+	q.claimIDs = s(`UPDATE $S.runs r SET ` + claimSet + `
+		FROM unnest($4::text[]) WITH ORDINALITY AS i(id, ord)
+		WHERE r.id = i.id AND r.status = 'idle' AND (r.retry_at IS NULL OR r.retry_at <= $3)
+		RETURNING i.ord, ` + claimColsR)
+	// The oldest due idle runs of the given processes, skipping those
+	// another transaction is claiming: no node waits for another's rows.
+	// The runs are picked into an array, which the update reads by primary
+	// key: a join would let the statement's generic plan (its LIMIT is a
+	// parameter) hash the whole table. ClaimNext runs it with sorting and
+	// bitmap scans off (claimPlan), so that the runs are read in claim order
+	// from runs_idle and nothing else: with statistics that lag behind a
+	// growing backlog (a new table has none), the planner would otherwise
+	// read every active run of the processes (runs_active, or a bitmap of
+	// runs_idle) and sort them, at every claim.
+	q.claimNext = s(`UPDATE $S.runs r SET ` + claimSet + `
+		WHERE r.seq = ANY(ARRAY(
+			SELECT seq FROM $S.runs WHERE status = 'idle' AND (retry_at IS NULL OR retry_at <= $3) AND process = ANY($4)
+			ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED))
+		RETURNING 0::bigint, ` + claimColsR)
+	q.claimMore = s(`SELECT EXISTS (SELECT 1 FROM $S.runs WHERE status = 'idle' AND process = ANY($1)),
+		(SELECT min(retry_at) FROM $S.runs WHERE status = 'idle' AND retry_at > $2 AND process = ANY($1))`)
+
+	// The run to update, locked, and whether its lease owner is a node
+	// whose heartbeat is older than the timeout ($2 seconds) on the
+	// database's clock.
+	q.selForUpdate = s(`SELECT ` + runColsR + `,
+		EXISTS (SELECT 1 FROM $S.nodes n WHERE n.owner = r.lease_owner AND n.seen < now() - make_interval(secs => $2))
+		FROM $S.runs r WHERE r.id = $1 FOR UPDATE OF r`)
+	// setCols is the SET list of every transition, the field writes of its
+	// rule of the transition table (see setArgs).
+	q.update = s(`UPDATE $S.runs SET status = $1, error = $2, error_code = $3, lease_owner = NULL, lease_expires = NULL,
+		output = CASE WHEN $4 THEN $5 ELSE output END,
+		then_event = CASE WHEN $6 THEN $7 ELSE then_event END,
+		retry_at = CASE WHEN $8 THEN $9 ELSE retry_at END,
+		completed_at = $10,
+		attempts = CASE WHEN $11 THEN 0 ELSE attempts END,
+		version = CASE WHEN $12 = '' THEN version ELSE $12 END,
+		tl = tl + CASE status WHEN 'running' THEN 2 ELSE 1 END
+		WHERE seq = $13 RETURNING ` + updCols)
+	// The end of many attempts in one statement: each row applies only if
+	// its run is still running at its epoch (the fencing token), and the
+	// attempt's two timeline entries are written with it.
+	q.finishMany = s(`WITH i AS (
+			SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::bytea[],
+				$9::bool[], $10::text[], $11::bool[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[], $16::text[])
+			AS i(ord, id, epoch, status, error, code, out_set, output, then_set, then_event, retry_set, retry_at, completed_at, version, at, note)),
+		u AS (
+			UPDATE $S.runs r SET status = i.status, error = i.error, error_code = i.code, lease_owner = NULL, lease_expires = NULL,
+				output = CASE WHEN i.out_set THEN i.output ELSE r.output END,
+				then_event = CASE WHEN i.then_set THEN i.then_event ELSE r.then_event END,
+				retry_at = CASE WHEN i.retry_set THEN i.retry_at ELSE r.retry_at END,
+				completed_at = i.completed_at,
+				version = CASE WHEN i.version = '' THEN r.version ELSE i.version END,
+				tl = r.tl + 2
+			FROM i WHERE r.id = i.id AND r.status = 'running' AND r.epoch = i.epoch
+			RETURNING i.ord, i.at, i.note, ` + updColsR + `),
+		t AS (
+			INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
+			SELECT seq, tl - 1, started_at, 'running', attempts, '', '', 'claimed' FROM u
+			UNION ALL
+			SELECT seq, tl, at, status, attempts, error, error_code, note FROM u)
+		SELECT ord, ` + updCols + ` FROM u`)
+	q.insTL = s(`INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`)
+	q.insTL2 = s(`INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
+		VALUES ($1, $2 - 1, $3, 'running', $4, '', '', 'claimed'), ($1, $2, $5, $6, $4, $7, $8, $9)`)
+
+	q.effStartMany = s(`WITH i AS (
+			SELECT i.ord, r.seq, i.key, r.epoch, i.at
+			FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS i(ord, id, epoch, key, at)
+			JOIN $S.runs r ON r.id = i.id AND r.status = 'running' AND r.epoch = i.epoch),
+		w AS (
+			INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
+			SELECT seq, key, 'started', epoch, NULL, '', at, NULL FROM i
+			ON CONFLICT (run_seq, key) DO UPDATE SET status = 'started', epoch = excluded.epoch, output = NULL, error = '',
+				started_at = excluded.started_at, completed_at = NULL
+			WHERE $S.effects.status <> 'completed'
+			RETURNING run_seq, key)
+		SELECT i.ord FROM i JOIN w ON w.run_seq = i.seq AND w.key = i.key`)
+	q.effFinishMany = s(`UPDATE $S.effects e SET status = i.status, output = i.output, error = i.error, completed_at = i.at
+		FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::bigint[])
+			AS i(ord, id, epoch, key, status, output, error, at)
+		JOIN $S.runs r ON r.id = i.id
+		WHERE e.run_seq = r.seq AND e.key = i.key AND e.status = 'started' AND e.epoch = i.epoch
+		RETURNING i.ord`)
+	q.effClear = s(`DELETE FROM $S.effects WHERE run_seq = $1 AND status = 'started'`)
+	q.effDone = s(`INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
+		VALUES ($1, $2, 'completed', $3, $4, '', $5, $5)
+		ON CONFLICT (run_seq, key) DO UPDATE SET status = 'completed', output = excluded.output, error = '', completed_at = excluded.completed_at`)
+	q.setCtx = s(`UPDATE $S.runs SET context = $1 WHERE id = $2 AND status = 'running' AND epoch = $3`)
+	q.heartbeat = s(`UPDATE $S.runs SET lease_expires = $1 WHERE status = 'running' AND lease_owner = $2 RETURNING id, epoch`)
+	q.addCounts = s(`INSERT INTO $S.counts (shard, status, n) SELECT $1, st, d FROM unnest($2::text[], $3::bigint[]) AS c(st, d)
+		ON CONFLICT (shard, status) DO UPDATE SET n = $S.counts.n + excluded.n`)
+	q.idsExist = s(`SELECT id FROM $S.runs WHERE id = ANY($1)`)
+	q.insRollup = s(`INSERT INTO $S.rollups (bucket, process, counts, hists) SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bytea[])`)
+	q.insError = s(`INSERT INTO $S.errors (at, kind, process, run_id, effect_key, context, message)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`)
+
+	q.selRun = s(`SELECT ` + runCols + ` FROM $S.runs WHERE id = $1`)
+	// A root's correlation id is stored as NULL (it is its own id):
+	// id = $1 alone would also match a child named by its own id.
+	q.selChain = s(`SELECT ` + runCols + ` FROM $S.runs WHERE correlation_id = $1 OR (id = $1 AND correlation_id IS NULL) ORDER BY depth, seq`)
+	q.selTimeline = s(`SELECT n, at, status, attempt, error, code, note FROM $S.timeline WHERE run_seq = $1 ORDER BY n`)
+	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, tl FROM $S.runs WHERE id = $1`)
+	q.selEffects = s(`SELECT e.key, e.status, e.epoch, e.output, e.error, e.started_at, e.completed_at
+		FROM $S.effects e JOIN $S.runs r ON r.seq = e.run_seq WHERE r.id = $1 ORDER BY e.key`)
+	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM $S.runs
+		WHERE status = 'idle' AND seq > $1 ORDER BY seq LIMIT $2`)
+	q.selCounts = s(`SELECT status, sum(n)::bigint FROM $S.counts GROUP BY status`)
+	// Abandoned runs: those of a node whose heartbeat is older than the
+	// timeout ($4 seconds) on the database's clock, whatever their leases
+	// say; and those whose lease expired at the caller's now ($2), if the
+	// caller holds them or their owner is no node (a live node's lease is
+	// never judged on another node's clock).
+	q.selAbandoned = s(`SELECT ` + runColsR + ` FROM $S.runs r
+		LEFT JOIN $S.nodes n ON n.owner = r.lease_owner
+		WHERE r.status = 'running' AND (n.seen < now() - make_interval(secs => $4)
+			OR (r.lease_expires <= $2 AND (r.lease_owner = $1 OR n.owner IS NULL)))
+		ORDER BY r.seq LIMIT $3`)
+	q.selRollups = s(`SELECT bucket, process, counts, hists FROM $S.rollups WHERE bucket >= $1 AND bucket < $2 ORDER BY bucket, process, id`)
+	q.selErrors = s(`SELECT id, at, kind, process, run_id, effect_key, context, message FROM $S.errors
+		WHERE at >= $1 AND at <= $2 ORDER BY at DESC, id DESC LIMIT $3`)
+
+	// One bounded batch of retention, leaves first: a run with a child
+	// left is kept. The keys of the deleted runs are kept with them.
+	q.prune = s(`WITH v AS (
+			SELECT seq FROM $S.runs r WHERE status = 'completed' AND completed_at < $1
+			AND NOT EXISTS (SELECT 1 FROM $S.runs c WHERE c.parent_id = r.id)
+			ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+		k AS (
+			INSERT INTO $S.pruned_keys (event, key, process, run_id, created_at)
+			SELECT event, idem_key, process, id, created_at FROM $S.runs WHERE seq IN (SELECT seq FROM v) AND idem_key IS NOT NULL
+			ON CONFLICT (event, key, process) DO UPDATE SET run_id = excluded.run_id, created_at = excluded.created_at),
+		t AS (DELETE FROM $S.timeline WHERE run_seq IN (SELECT seq FROM v)),
+		e AS (DELETE FROM $S.effects WHERE run_seq IN (SELECT seq FROM v))
+		DELETE FROM $S.runs WHERE seq IN (SELECT seq FROM v) RETURNING seq`)
+	q.pruneRollups = s(`DELETE FROM $S.rollups WHERE id IN (SELECT id FROM $S.rollups WHERE bucket < $1 LIMIT $2)`)
+	// Up to $2 groups (process and bucket) of several rollup rows before
+	// $1, their rows taken out to be merged; rows another node is
+	// compacting are skipped.
+	q.compactRollups = s(`DELETE FROM $S.rollups WHERE id IN (
+			SELECT id FROM $S.rollups WHERE (bucket, process) IN (
+				SELECT bucket, process FROM $S.rollups WHERE bucket < $1
+				GROUP BY bucket, process HAVING count(*) > 1 ORDER BY bucket LIMIT $2)
+			FOR UPDATE SKIP LOCKED)
+		RETURNING bucket, process, counts, hists`)
+	q.pruneErrors = s(`DELETE FROM $S.errors WHERE id IN (SELECT id FROM $S.errors WHERE at < $1 LIMIT $2)`)
+	q.pruneKeys = s(`DELETE FROM $S.pruned_keys WHERE (event, key, process) IN
+		(SELECT event, key, process FROM $S.pruned_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2)`)
+
+	// A node joins unless a live node (heartbeat younger than the timeout,
+	// $2 seconds) has its id; rejoined says it replaced a gone one.
+	q.nodeJoin = s(`INSERT INTO $S.nodes (owner) VALUES ($1)
+		ON CONFLICT (owner) DO UPDATE SET joined_at = now(), seen = now(), gone = false
+		WHERE $S.nodes.seen < now() - make_interval(secs => $2)
+		RETURNING (xmax <> 0) AS rejoined`)
+	// The runs an earlier process left under a rejoining id are abandoned:
+	// their leases end now.
+	q.nodeAbandon = s(`UPDATE $S.runs SET lease_expires = 0 WHERE status = 'running' AND lease_owner = $1`)
+	q.nodeBeat = s(`UPDATE $S.nodes SET seen = now(), gone = false WHERE owner = ANY($1)`)
+	q.nodeGone = s(`UPDATE $S.nodes SET gone = true WHERE NOT gone AND seen < now() - make_interval(secs => $1) RETURNING owner`)
+	q.nodeLeave = s(`DELETE FROM $S.nodes WHERE owner = ANY($1)`)
+	// Gone nodes that hold nothing are forgotten after a day.
+	q.nodeForget = s(`DELETE FROM $S.nodes n WHERE gone AND seen < now() - interval '1 day'
+		AND NOT EXISTS (SELECT 1 FROM $S.runs r WHERE r.status = 'running' AND r.lease_owner = n.owner)`)
+	// The nodes for operators, live first ($1: the timeout in seconds),
+	// and the runs the listed ones hold (the runs_running index).
+	q.nodeList = s(`SELECT owner, joined_at, seen, extract(epoch FROM now() - seen)::float8,
+		gone OR seen < now() - make_interval(secs => $1) AS lost
+		FROM $S.nodes ORDER BY lost, owner LIMIT $2`)
+	q.nodeHeld = s(`SELECT lease_owner, process, count(*) FROM $S.runs
+		WHERE status = 'running' AND lease_owner = ANY($1) GROUP BY lease_owner, process`)
+	q.notify = `SELECT pg_notify($1, $2)`
+	return q
+}
+
+type scanner interface{ Scan(...any) error }
+
+// scanRun reads one row of runCols (and then extra columns).
+func scanRun(sc scanner, extra ...any) (store.Run, int, error) {
+	var r store.Run
+	var corr, status string
+	var parent, idem, owner *string
+	var retry, expires, started, completed *int64
+	var created int64
+	var tl int
+	dest := []any{&r.Seq, &r.ID, &r.Process, &r.Event, &corr, &parent, &r.Depth, &status,
+		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), (*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem,
+		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl}
+	if err := sc.Scan(append(dest, extra...)...); err != nil {
+		return r, 0, err
+	}
+	r.CorrelationID, r.Status = corr, store.Status(status)
+	r.ParentID, r.IdempotencyKey, r.LeaseOwner = str(parent), str(idem), str(owner)
+	r.RetryAt, r.LeaseExpires = fromNS(retry), fromNS(expires)
+	r.CreatedAt, r.StartedAt, r.CompletedAt = time.Unix(0, created), fromNS(started), fromNS(completed)
+	return r, tl, nil
+}
+
+// scanClaimed reads one row of an ordinal and claimCols into a run
+// claimed for owner.
+func scanClaimed(sc scanner, owner string, now, until time.Time) (ord int64, r store.Run, err error) {
+	r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
+	var parent *string
+	err = sc.Scan(&ord, &r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth,
+		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &r.Attempts, &r.Epoch)
+	r.ParentID = str(parent)
+	return ord, r, err
+}
+
+// scanUpdated reads one row of updCols (after the leading columns in
+// lead).
+func scanUpdated(sc scanner, lead ...any) (store.Run, int, error) {
+	var r store.Run
+	var status string
+	var parent, idem *string
+	var retry, started, completed *int64
+	var created int64
+	var tl int
+	dest := append(lead, &r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
+		(*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem, &r.Attempts, &r.Epoch, &retry,
+		&created, &started, &completed, &r.Version, &tl)
+	err := sc.Scan(dest...)
+	r.Status = store.Status(status)
+	r.ParentID, r.IdempotencyKey = str(parent), str(idem)
+	r.RetryAt, r.CreatedAt, r.StartedAt, r.CompletedAt = fromNS(retry), time.Unix(0, created), fromNS(started), fromNS(completed)
+	return r, tl, err
+}
+
+func str(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func fromNS(p *int64) time.Time {
+	if p == nil {
+		return time.Time{}
+	}
+	return time.Unix(0, *p)
+}
+
+// ns stores a time as Unix nanoseconds, the zero time as NULL.
+func ns(t time.Time) *int64 {
+	if t.IsZero() {
+		return nil
+	}
+	v := t.UnixNano()
+	return &v
+}
+
+// blob stores a JSON value, nil as NULL.
+func blob(b json.RawMessage) []byte {
+	if b == nil {
+		return nil
+	}
+	return []byte(b)
+}
+
+func nullStr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// ident quotes an identifier.
+func ident(name string) string { return pgx.Identifier{name}.Sanitize() }

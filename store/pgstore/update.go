@@ -1,0 +1,400 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/yella-go/yella/store"
+)
+
+// finish is the end of one attempt with no follow-up: the hot path,
+// written with every other attempt end of its batch in one statement.
+type finish struct {
+	u    *store.Update
+	rule *store.Rule
+	o    store.Outcome
+	res  store.UpdateResult
+}
+
+// Update implements store.Store: the transition table's rule for the
+// update's action (store.Rule), in SQL. The end of an attempt without a
+// follow-up is one statement for the whole batch, guarded by the epoch in
+// its WHERE clause, with no read. Every other update locks and reads the
+// run first (SELECT … FOR UPDATE), checks the rule's precondition, admits
+// its follow-up runs and writes the run, its effects and its timeline in
+// the same transaction.
+func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
+	rule, err := u.Rule()
+	if err != nil {
+		return store.UpdateResult{}, s.notFoundOr(ctx, u.RunID, err)
+	}
+	if rule.Guard == store.GuardEpoch && plainChildren(u.Children) && (len(u.From) == 0 || slices.Contains(u.From, store.StatusRunning)) {
+		admitted := 0
+		if u.Children != nil {
+			admitted = len(u.Children.Runs)
+		}
+		o, _, _ := rule.Outcome(&u, admitted) // every follow-up is admitted: never refused
+		f := &finish{u: &u, rule: rule, o: o}
+		err := s.do(ctx, &cmd{fin: f})
+		return f.res, err
+	}
+	var res store.UpdateResult
+	err = s.run(ctx, func(w *wtx) error {
+		var err error
+		res, err = w.update(&u, rule)
+		return err
+	})
+	return res, err
+}
+
+// plainChildren reports whether an update's follow-up runs (if any) are
+// all admitted whatever the database holds: no idempotency key and no
+// admission bound. Such an update ends its attempt in its batch's
+// statements, its follow-ups inserted by one statement for the batch.
+func plainChildren(a *store.Admission) bool {
+	if a == nil {
+		return true
+	}
+	if a.IdempotencyKey != "" || len(a.Runs) == 0 {
+		return false
+	}
+	for _, nr := range a.Runs {
+		if nr.Limit > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// notFoundOr returns ErrNotFound for an unknown run, else err.
+func (s *Store) notFoundOr(ctx context.Context, runID string, err error) error {
+	var ok bool
+	if e := s.pool.QueryRow(ctx, s.q.parentExists, runID).Scan(&ok); e == nil && !ok {
+		return store.ErrNotFound
+	}
+	return err
+}
+
+// update applies one transition of a locked run.
+func (w *wtx) update(u *store.Update, rule *store.Rule) (store.UpdateResult, error) {
+	var res store.UpdateResult
+	var gone bool
+	cur, _, err := scanRun(w.tx.QueryRow(w.ctx, w.s.q.selForUpdate, u.RunID, w.s.opts.NodeTimeout.Seconds()), &gone)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return res, store.ErrNotFound
+	}
+	if err != nil {
+		return res, err
+	}
+	if err := rule.Check(&cur, u, store.Facts{OwnerGone: gone}); err != nil {
+		return res, err
+	}
+	if u.Children != nil {
+		// Admitting writes nothing unless it admits a run, and then the
+		// update applies: its checks are passed.
+		if res.Children, err = w.s.admit(w.ctx, w.tx, u.Children, w.moved); err != nil {
+			return store.UpdateResult{}, err
+		}
+	}
+	o, fallback, err := rule.Outcome(u, len(res.Children.Admitted))
+	if err != nil {
+		return store.UpdateResult{}, err
+	}
+	args := setArgs(rule, u, &o, fallback)
+	r, tl, err := scanUpdated(w.tx.QueryRow(w.ctx, w.s.q.update, append(args, cur.Seq)...))
+	if err != nil {
+		return store.UpdateResult{}, err
+	}
+	w.moved(cur.Status, r.Status)
+	if err := w.writeEffects(rule.Effects, &r, u); err != nil {
+		return store.UpdateResult{}, err
+	}
+	if cur.Status == store.StatusRunning {
+		_, err = w.tx.Exec(w.ctx, w.s.q.insTL2, r.Seq, tl, r.StartedAt.UnixNano(), r.Attempts, u.Now.UnixNano(), string(r.Status), o.Error, o.ErrorCode, o.Note)
+	} else {
+		_, err = w.tx.Exec(w.ctx, w.s.q.insTL, r.Seq, tl, u.Now.UnixNano(), string(r.Status), r.Attempts, o.Error, o.ErrorCode, o.Note)
+	}
+	if err != nil {
+		return store.UpdateResult{}, err
+	}
+	res.Run = r
+	return res, nil
+}
+
+// setArgs are the arguments of the update statement for an update
+// following rule with outcome o (the rule's fallback if fallback is set):
+// the rule's field writes, as flags and values.
+func setArgs(rule *store.Rule, u *store.Update, o *store.Outcome, fallback bool) []any {
+	outW, thenW := rule.Output, rule.Then
+	if fallback { // the primary outcome's output is not recorded
+		outW, thenW = store.Keep, store.Keep
+	}
+	var out []byte
+	var then string
+	var retry *int64
+	if outW == store.Set {
+		out = blob(u.Output)
+	}
+	if thenW == store.Set {
+		then = u.Then
+	}
+	if rule.RetryAt == store.Set {
+		retry = ns(u.RetryAt)
+	}
+	completed := ns(u.Now)
+	if o.To.Active() {
+		completed = nil
+	}
+	return []any{string(o.To), o.Error, o.ErrorCode, outW != store.Keep, out, thenW != store.Keep, then,
+		rule.RetryAt != store.Keep, retry, completed, rule.ResetAttempts, u.Version}
+}
+
+// writeEffects changes the run's effect records as its transition says.
+func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update) error {
+	var err error
+	switch ew {
+	case store.EffectsClearStarted:
+		_, err = w.tx.Exec(w.ctx, w.s.q.effClear, r.Seq)
+	case store.EffectsComplete:
+		d := u.CompleteEffect
+		_, err = w.tx.Exec(w.ctx, w.s.q.effDone, r.Seq, d.Key, r.Epoch, blob(d.Output), u.Now.UnixNano())
+	}
+	return err
+}
+
+// finishMany ends the attempts of fs in one statement. An attempt whose
+// run is no longer running at its epoch is refused: ErrFenced, or
+// ErrNotFound for an unknown run.
+func (w *wtx) finishMany(cs []*cmd) error {
+	if len(cs) == 0 {
+		return nil
+	}
+	n := len(cs)
+	ord := make([]int32, n)
+	ids, sts, errs, codes, thens, vers, notes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	epochs, ats := make([]int64, n), make([]int64, n)
+	outSet, thenSet, retrySet := make([]bool, n), make([]bool, n), make([]bool, n)
+	outs := make([][]byte, n)
+	retries, completed := make([]*int64, n), make([]*int64, n)
+	for i, c := range cs {
+		f := c.fin
+		a := setArgs(f.rule, f.u, &f.o, false)
+		ord[i], ids[i], epochs[i] = int32(i), f.u.RunID, f.u.Epoch
+		sts[i], errs[i], codes[i] = a[0].(string), a[1].(string), a[2].(string)
+		outSet[i], outs[i], thenSet[i], thens[i] = a[3].(bool), a[4].([]byte), a[5].(bool), a[6].(string)
+		retrySet[i], retries[i], completed[i], vers[i] = a[7].(bool), a[8].(*int64), a[9].(*int64), a[11].(string)
+		ats[i], notes[i] = f.u.Now.UnixNano(), f.o.Note
+	}
+	rows, err := w.tx.Query(w.ctx, w.s.q.finishMany, ord, ids, epochs, sts, errs, codes, outSet, outs, thenSet, thens,
+		retrySet, retries, completed, vers, ats, notes)
+	if err != nil {
+		return err
+	}
+	done := make([]bool, n)
+	for rows.Next() {
+		var i int32
+		r, _, err := scanUpdated(rows, &i)
+		if err != nil {
+			rows.Close()
+			return err
+		}
+		cs[i].fin.res.Run = r
+		done[i] = true
+		w.moved(store.StatusRunning, r.Status)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if err := w.insertChildren(cs, done); err != nil {
+		return err
+	}
+	return w.refuse(cs, done, func(c *cmd) string { return c.fin.u.RunID }, store.ErrFenced)
+}
+
+// insertChildren admits, in one statement, the follow-up runs of the
+// attempt ends of a batch that applied (done), in the batch's
+// transaction: they exist if and only if their parent's end commits.
+func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
+	var ids, procs, events []string
+	var corrs, parents []*string
+	var depths []int32
+	var payloads, contexts [][]byte
+	var created []int64
+	for i, c := range cs {
+		a := c.fin.u.Children
+		if !done[i] || a == nil {
+			continue
+		}
+		var corr *string
+		if a.CorrelationID != "" {
+			corr = &a.CorrelationID
+		}
+		for _, nr := range a.Runs {
+			ids, procs, events, parents = append(ids, nr.ID), append(procs, nr.Process), append(events, a.Event), append(parents, nullStr(a.ParentID))
+			corrs, depths = append(corrs, corr), append(depths, int32(a.Depth))
+			payloads, contexts, created = append(payloads, blob(a.Payload)), append(contexts, blob(a.Context)), append(created, a.Now.UnixNano())
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	rows, err := w.tx.Query(w.ctx, w.s.q.insChildren, ids, procs, events, corrs, parents, depths, payloads, contexts, created)
+	if err != nil {
+		return err
+	}
+	seqs := make(map[string]int64, len(ids))
+	for rows.Next() {
+		var seq int64
+		var id string
+		if err := rows.Scan(&seq, &id); err != nil {
+			rows.Close()
+			return err
+		}
+		seqs[id] = seq
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, c := range cs {
+		a := c.fin.u.Children
+		if !done[i] || a == nil {
+			continue
+		}
+		for _, nr := range a.Runs {
+			seq, ok := seqs[nr.ID]
+			if !ok {
+				return errors.New("pgstore: a follow-up run was not inserted")
+			}
+			corr := a.CorrelationID
+			if corr == "" {
+				corr = nr.ID
+			}
+			w.moved("", store.StatusIdle)
+			c.fin.res.Children.Admitted = append(c.fin.res.Children.Admitted, store.Run{
+				ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
+				Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context, CreatedAt: time.Unix(0, a.Now.UnixNano()),
+			})
+		}
+	}
+	return nil
+}
+
+// refuse sets the error of every command not done: ErrNotFound when its
+// run does not exist, else fenced.
+func (w *wtx) refuse(cs []*cmd, done []bool, runOf func(*cmd) string, fenced error) error {
+	var missing []string
+	for i, c := range cs {
+		if !done[i] {
+			missing = append(missing, runOf(c))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	exist := map[string]bool{}
+	rows, err := w.tx.Query(w.ctx, w.s.q.idsExist, missing)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return err
+		}
+		exist[id] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for i, c := range cs {
+		if done[i] {
+			continue
+		}
+		c.err = fenced
+		if !exist[runOf(c)] {
+			c.err = store.ErrNotFound
+		}
+	}
+	return nil
+}
+
+// Claim implements store.Store.
+func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run, error) {
+	var out []store.Run
+	err := s.run(ctx, func(w *wtx) error {
+		out = out[:0]
+		rows, err := w.tx.Query(w.ctx, s.q.claimIDs, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), req.IDs)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		byOrd := map[int64]store.Run{}
+		for rows.Next() {
+			ord, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
+			if err != nil {
+				return err
+			}
+			byOrd[ord] = r
+			w.moved(store.StatusIdle, store.StatusRunning)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i := range req.IDs {
+			if r, ok := byOrd[int64(i+1)]; ok {
+				out = append(out, r)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// SetContext implements store.Store.
+func (s *Store) SetContext(ctx context.Context, runID string, epoch int64, c json.RawMessage) error {
+	return s.run(ctx, func(w *wtx) error {
+		tag, err := w.tx.Exec(w.ctx, s.q.setCtx, blob(c), runID, epoch)
+		if err != nil || tag.RowsAffected() > 0 {
+			return err
+		}
+		var ok bool
+		if err := w.tx.QueryRow(w.ctx, s.q.parentExists, runID).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return store.ErrNotFound
+		}
+		return store.ErrFenced
+	})
+}
+
+// Heartbeat implements store.Store.
+func (s *Store) Heartbeat(ctx context.Context, owner string, now, until time.Time) ([]store.Lease, error) {
+	var out []store.Lease
+	err := s.run(ctx, func(w *wtx) error {
+		out = out[:0]
+		rows, err := w.tx.Query(w.ctx, s.q.heartbeat, until.UnixNano(), owner)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var l store.Lease
+			if err := rows.Scan(&l.RunID, &l.Epoch); err != nil {
+				return err
+			}
+			out = append(out, l)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

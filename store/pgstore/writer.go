@@ -1,0 +1,275 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/yella-go/yella/internal/commithook"
+	"github.com/yella-go/yella/store"
+)
+
+// cmd is one write. A plain command runs fn inside the batch transaction;
+// the attempt ends and effect records (fin, effStart, effFin) are
+// collected from every command of the batch into one statement per kind.
+// Its error (a store sentinel such as ErrFenced, which must leave nothing
+// written, or an SQL error) is returned to the caller once the batch has
+// committed.
+type cmd struct {
+	fn       func(w *wtx) error
+	fin      *finish
+	effStart *effStart
+	effFin   *effFinish
+	err      error
+	done     chan struct{}
+}
+
+// wtx is a writer's view of one batch transaction.
+type wtx struct {
+	s      *Store
+	ctx    context.Context
+	tx     pgx.Tx
+	counts map[store.Status]int64
+	ready  bool // runs became claimable: wake the nodes
+}
+
+// moved records that a run went from one status to another ("" for a new
+// or deleted run), for the status counts.
+func (w *wtx) moved(from, to store.Status) {
+	if from != "" {
+		w.counts[from]--
+	}
+	if to != "" {
+		w.counts[to]++
+	}
+	if to == store.StatusIdle {
+		w.ready = true
+	}
+}
+
+// do queues a command and waits for its batch to commit. Only the
+// queueing respects ctx: once queued, a write completes, so a caller that
+// gives up never leaves a committed change it did not hear about.
+func (s *Store) do(ctx context.Context, c *cmd) error {
+	c.done = make(chan struct{})
+	s.closeMu.RLock()
+	if s.closed {
+		s.closeMu.RUnlock()
+		return store.ErrClosed
+	}
+	select {
+	case s.cmds <- c:
+		s.closeMu.RUnlock()
+	case <-ctx.Done():
+		s.closeMu.RUnlock()
+		return ctx.Err()
+	}
+	<-c.done
+	return c.err
+}
+
+// run queues fn as a plain command.
+func (s *Store) run(ctx context.Context, fn func(w *wtx) error) error {
+	return s.do(ctx, &cmd{fn: fn})
+}
+
+// writer is one group-commit writer: it takes every queued command (up
+// to MaxBatch), runs them in one transaction, commits once and only then
+// answers the callers. shard is its row of the status counts.
+func (s *Store) writer(shard int32) {
+	defer s.writers.Done()
+	batch := make([]*cmd, 0, s.opts.MaxBatch)
+	for c := range s.cmds {
+		batch = append(batch[:0], c)
+		for round := 0; round < 2 && len(batch) < s.opts.MaxBatch; round++ {
+			if round > 0 {
+				runtime.Gosched() // let the goroutines about to write queue their commands
+			}
+		fill:
+			for len(batch) < s.opts.MaxBatch {
+				select {
+				case c, ok := <-s.cmds:
+					if !ok {
+						break fill
+					}
+					batch = append(batch, c)
+				default:
+					break fill
+				}
+			}
+		}
+		s.runBatch(batch, shard)
+	}
+}
+
+// runBatch commits a batch. If the transaction fails as a whole (an SQL
+// error inside a command, a lost connection, a serialization failure), it
+// is rolled back and each command is tried again in a transaction of its
+// own, so one bad command cannot fail the others; a command that meets a
+// deadlock or a serialization failure alone is tried again a few times.
+func (s *Store) runBatch(batch []*cmd, shard int32) {
+	err := s.tryBatch(batch, shard)
+	if err != nil && len(batch) > 1 {
+		for _, c := range batch {
+			c.err = s.tryAlone(c, shard)
+		}
+	} else if err != nil {
+		batch[0].err = s.tryAlone(batch[0], shard)
+	}
+	for _, c := range batch {
+		close(c.done)
+	}
+}
+
+func (s *Store) tryAlone(c *cmd, shard int32) error {
+	var err error
+	for try := 0; try < 5; try++ {
+		if err = s.tryBatch([]*cmd{c}, shard); err == nil || !retryable(err) {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+	}
+	return err
+}
+
+// retryable reports a failure that the same transaction may not meet again.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01" // serialization failure, deadlock
+	}
+	return false
+}
+
+// tryBatch runs cmds in one transaction. Store sentinel errors are
+// per-command results; any other error fails the transaction.
+func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
+	ctx := s.bgCtxOrBackground()
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer pc.Release() // a connection left inside a transaction is closed, not reused
+	tx, err := pc.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			tx.Rollback(context.Background())
+		}
+	}()
+	w := &wtx{s: s, ctx: ctx, tx: tx, counts: map[store.Status]int64{}}
+	var fins []*cmd
+	var starts []*cmd
+	var finishes []*cmd
+	for _, c := range cmds {
+		c.err = nil
+		switch {
+		case c.fin != nil:
+			fins = append(fins, c)
+		case c.effStart != nil:
+			starts = append(starts, c)
+		case c.effFin != nil:
+			finishes = append(finishes, c)
+		default:
+			if err := c.fn(w); err != nil {
+				if isSentinel(err) {
+					c.err = err
+					continue
+				}
+				return err
+			}
+		}
+	}
+	if err := w.finishMany(fins); err != nil {
+		return err
+	}
+	if err := w.effStartMany(starts); err != nil {
+		return err
+	}
+	if err := w.effFinishMany(finishes); err != nil {
+		return err
+	}
+	// The status counts, the wake-up notification and COMMIT are sent
+	// together: one round trip.
+	end := &pgx.Batch{}
+	w.queueCounts(end, shard)
+	notified := w.ready && s.notify.queue(end)
+	// Tests may hold or fail the commit here (internal/commithook).
+	if err := commithook.BeforeCommit(s.hookName()); err != nil {
+		return err
+	}
+	end.Queue("COMMIT")
+	if err := sendEnd(ctx, pc.Conn(), end); err != nil {
+		return err
+	}
+	committed = true
+	if w.ready {
+		s.notify.committed(notified)
+	}
+	s.statsMu.Lock()
+	s.stats.Batches++
+	s.stats.Commands += int64(len(cmds))
+	s.statsMu.Unlock()
+	return nil
+}
+
+// hookName names the store for internal/commithook: its schema.
+func (s *Store) hookName() string { return "pgstore:" + s.opts.Schema }
+
+// bgCtxOrBackground is the context of the writers' statements: a
+// committed batch must not be cut short, so it is never cancelled.
+func (s *Store) bgCtxOrBackground() context.Context { return context.Background() }
+
+// sendEnd sends the end of a batch transaction, its last statement
+// COMMIT, and reads every result: an error, or a COMMIT that the server
+// turned into a rollback, fails the batch.
+func sendEnd(ctx context.Context, conn *pgx.Conn, b *pgx.Batch) error {
+	br := conn.SendBatch(ctx, b)
+	for i := 0; i < b.Len(); i++ {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return err
+		}
+		if i == b.Len()-1 && tag.String() != "COMMIT" {
+			br.Close()
+			return pgx.ErrTxCommitRollback
+		}
+	}
+	return br.Close()
+}
+
+// queueCounts queues the addition of the batch's status changes to the
+// writer's shard, in status order (so two transactions never lock the
+// same rows in opposite orders).
+func (w *wtx) queueCounts(b *pgx.Batch, shard int32) {
+	var sts []string
+	var ds []int64
+	for st, d := range w.counts {
+		if d != 0 {
+			sts = append(sts, string(st))
+		}
+	}
+	if len(sts) == 0 {
+		return
+	}
+	slices.Sort(sts)
+	for _, st := range sts {
+		ds = append(ds, w.counts[store.Status(st)])
+	}
+	b.Queue(w.s.q.addCounts, shard, sts, ds)
+}
+
+func isSentinel(err error) bool {
+	var se *store.StatusError
+	return errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
+		errors.Is(err, store.ErrNotAdmitted) || errors.Is(err, store.ErrInvalidUpdate) || errors.As(err, &se)
+}
