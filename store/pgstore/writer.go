@@ -16,7 +16,8 @@ import (
 
 // cmd is one write. A plain command runs fn inside the batch transaction;
 // the attempt ends and effect records (fin, effStart, effFin) are
-// collected from every command of the batch into one statement per kind.
+// collected from every command of the batch into one statement per kind,
+// sent with the claims (claim) in one pipeline.
 // Its error (a store sentinel such as ErrFenced, which must leave nothing
 // written, or an SQL error) is returned to the caller once the batch has
 // committed.
@@ -25,6 +26,7 @@ type cmd struct {
 	fin      *finish
 	effStart *effStart
 	effFin   *effFinish
+	claim    *claimCmd
 	err      error
 	done     chan struct{}
 }
@@ -166,6 +168,7 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	var fins []*cmd
 	var starts []*cmd
 	var finishes []*cmd
+	var claims []*cmd
 	var plain []*cmd
 	for _, c := range cmds {
 		c.err = nil
@@ -176,18 +179,23 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 			starts = append(starts, c)
 		case c.effFin != nil:
 			finishes = append(finishes, c)
+		case c.claim != nil:
+			claims = append(claims, c)
 		default:
 			plain = append(plain, c)
 		}
 	}
-	// The attempt ends and effect records of the batch are independent
-	// statements: they are sent together (with BEGIN, the batch's first
+	// The attempt ends, effect records and claims (of uncapped processes)
+	// of the batch are independent statements: they are sent together (with BEGIN, the batch's first
 	// statements), one round trip, and what depends on their results
 	// (follow-up runs, refusals) after them. Commands of one batch come
 	// from callers none of which waits for another's, so their order in
 	// the transaction is free.
 	b := &pgx.Batch{}
 	after := []func() error{w.queueFinishMany(b, fins), w.queueEffStartMany(b, starts), w.queueEffFinishMany(b, finishes)}
+	for _, c := range claims {
+		after = append(after, w.queueClaimCmd(b, c.claim))
+	}
 	if b.Len() > 0 {
 		if err := w.tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
