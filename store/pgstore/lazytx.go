@@ -100,6 +100,7 @@ type batchRows struct {
 	err    error
 }
 
+// Next implements pgx.Rows: past the last row it closes the rows.
 func (r *batchRows) Next() bool {
 	if r.Rows.Next() {
 		return true
@@ -108,6 +109,7 @@ func (r *batchRows) Next() bool {
 	return false
 }
 
+// Close implements pgx.Rows: it also reads the rest of the pipeline.
 func (r *batchRows) Close() {
 	if r.closed {
 		return
@@ -117,6 +119,7 @@ func (r *batchRows) Close() {
 	r.err = r.br.Close()
 }
 
+// Err implements pgx.Rows: the rows' error, else the pipeline's.
 func (r *batchRows) Err() error {
 	if err := r.Rows.Err(); err != nil {
 		return err
@@ -130,6 +133,7 @@ type lazyRow struct {
 	err  error
 }
 
+// Scan implements pgx.Row: the first row into dest, pgx.ErrNoRows if none.
 func (r *lazyRow) Scan(dest ...any) error {
 	if r.err != nil {
 		return r.err
