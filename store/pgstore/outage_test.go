@@ -43,8 +43,8 @@ func TestConnectionCut(t *testing.T) {
 	r.waitCompleted(t, 50)
 
 	claims0 := r.st.claims.Load()
+	cutAt := time.Now() // before the cut: the engine may see it fail before cut returns
 	px.cut()
-	cutAt := time.Now()
 	time.Sleep(cutFor)
 	h := r.eng.StoreHealth()
 	claims, refused := r.st.claims.Load()-claims0, px.refused.Load()
