@@ -15,46 +15,33 @@ import (
 // claim lock (a transaction-scoped advisory lock of its own), after
 // counting its running runs across every node, so the cap is exact: a
 // node claiming the same process waits for the lock and then counts the
-// runs this one claimed. Uncapped processes take no lock.
+// runs this one claimed. Uncapped processes take no lock: their claim is
+// sent in one pipeline with the batch's attempt ends (see tryBatch).
 func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (store.ClaimNextResult, error) {
+	var all, free, capped []string
+	for p, c := range req.Processes {
+		all = append(all, p)
+		if c > 0 {
+			capped = append(capped, p)
+		} else {
+			free = append(free, p)
+		}
+	}
+	sort.Strings(capped)
+	if len(all) > 0 && len(capped) == 0 && req.Limit > 0 {
+		c := &claimCmd{req: req, all: all}
+		err := s.do(ctx, &cmd{claim: c})
+		return c.res, err
+	}
 	var res store.ClaimNextResult
 	err := s.run(ctx, func(w *wtx) error {
 		res = store.ClaimNextResult{}
-		var all, free, capped []string
-		for p, c := range req.Processes {
-			all = append(all, p)
-			if c > 0 {
-				capped = append(capped, p)
-			} else {
-				free = append(free, p)
-			}
-		}
 		if len(all) == 0 {
 			return nil
 		}
-		sort.Strings(capped)
 		claim := func(procs []string, n int) error {
-			// One round trip: the plan settings, the claim, the settings
-			// back to the session's.
 			b := &pgx.Batch{}
-			for _, set := range claimPlan {
-				b.Queue(set)
-			}
-			q := b.Queue(s.q.claimNext, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n)
-			q.Query(func(rows pgx.Rows) error {
-				for rows.Next() {
-					_, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
-					if err != nil {
-						return err
-					}
-					res.Runs = append(res.Runs, r)
-					w.moved(store.StatusIdle, store.StatusRunning)
-				}
-				return rows.Err()
-			})
-			for _, reset := range claimPlanReset {
-				b.Queue(reset)
-			}
+			w.queueClaim(b, &req, procs, n, &res)
 			return w.tx.SendBatch(w.ctx, b).Close()
 		}
 		if len(capped) > 0 && req.Limit > 0 {
@@ -76,19 +63,65 @@ func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 				return err
 			}
 		}
-		sort.Slice(res.Runs, func(i, j int) bool { return res.Runs[i].Seq < res.Runs[j].Seq })
-		if len(res.Runs) == req.Limit { // a full batch: there may be more, and the caller claims again
-			res.More = true
-			return nil
-		}
-		var next *int64
-		if err := w.tx.QueryRow(w.ctx, s.q.claimMore, all, req.Now.UnixNano()).Scan(&res.More, &next); err != nil {
-			return err
-		}
-		res.NextAt = fromNS(next)
-		return nil
+		return w.claimed(&req, all, &res)
 	})
 	return res, err
+}
+
+// claimCmd is a claim of uncapped processes only: queued in its batch's
+// pipeline.
+type claimCmd struct {
+	req store.ClaimNextRequest
+	all []string // the processes
+	res store.ClaimNextResult
+}
+
+// queueClaimCmd queues c's claim in b; the function returned completes
+// its result once b is sent.
+func (w *wtx) queueClaimCmd(b *pgx.Batch, c *claimCmd) func() error {
+	c.res = store.ClaimNextResult{}
+	w.queueClaim(b, &c.req, c.all, c.req.Limit, &c.res)
+	return func() error { return w.claimed(&c.req, c.all, &c.res) }
+}
+
+// queueClaim queues in b the claim of up to n runs of procs, appended to
+// res once b is sent: the plan settings, the claim, the settings back to
+// the session's.
+func (w *wtx) queueClaim(b *pgx.Batch, req *store.ClaimNextRequest, procs []string, n int, res *store.ClaimNextResult) {
+	for _, set := range claimPlan {
+		b.Queue(set)
+	}
+	b.Queue(w.s.q.claimNext, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			_, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
+			if err != nil {
+				return err
+			}
+			res.Runs = append(res.Runs, r)
+			w.moved(store.StatusIdle, store.StatusRunning)
+		}
+		return rows.Err()
+	})
+	for _, reset := range claimPlanReset {
+		b.Queue(reset)
+	}
+}
+
+// claimed completes a claim's result: its runs in claim order, and
+// whether runs are left (a full claim may leave some: the caller claims
+// again) or when the next delayed one is due.
+func (w *wtx) claimed(req *store.ClaimNextRequest, all []string, res *store.ClaimNextResult) error {
+	sort.Slice(res.Runs, func(i, j int) bool { return res.Runs[i].Seq < res.Runs[j].Seq })
+	if len(res.Runs) == req.Limit {
+		res.More = true
+		return nil
+	}
+	var next *int64
+	if err := w.tx.QueryRow(w.ctx, w.s.q.claimMore, all, req.Now.UnixNano()).Scan(&res.More, &next); err != nil {
+		return err
+	}
+	res.NextAt = fromNS(next)
+	return nil
 }
 
 // claimPlan are the settings a claim is planned and run under (see

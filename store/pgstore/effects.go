@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/yella-go/yella/store"
 )
 
@@ -37,14 +39,15 @@ func (s *Store) FinishEffect(ctx context.Context, runID string, epoch int64, key
 	return s.do(ctx, &cmd{effFin: &effFinish{runID: runID, key: key, epoch: epoch, status: status, output: output, errMsg: errMsg, now: now}})
 }
 
-// effStartMany records the effect starts of a batch in one statement. A
-// start whose run is not running at its epoch, or whose effect is already
+// queueEffStartMany queues the effect starts of a batch, one statement,
+// in b; the function returned sets the refusals once b is sent. A start
+// whose run is not running at its epoch, or whose effect is already
 // completed, is refused (ErrFenced; ErrNotFound for an unknown run).
 // Two starts of one effect in a batch fail the statement, and the batch
 // is then retried command by command.
-func (w *wtx) effStartMany(cs []*cmd) error {
+func (w *wtx) queueEffStartMany(b *pgx.Batch, cs []*cmd) func() error {
 	if len(cs) == 0 {
-		return nil
+		return func() error { return nil }
 	}
 	n := len(cs)
 	ord := make([]int32, n)
@@ -54,33 +57,23 @@ func (w *wtx) effStartMany(cs []*cmd) error {
 		e := c.effStart
 		ord[i], ids[i], keys[i], epochs[i], ats[i] = int32(i), e.runID, e.key, e.epoch, e.now.UnixNano()
 	}
-	rows, err := w.tx.Query(w.ctx, w.s.q.effStartMany, ord, ids, epochs, keys, ats)
-	if err != nil {
-		return err
-	}
 	done := make([]bool, n)
-	for rows.Next() {
-		var i int32
-		if err := rows.Scan(&i); err != nil {
-			rows.Close()
-			return err
-		}
-		done[i] = true
+	b.Queue(w.s.q.effStartMany, ord, ids, epochs, keys, ats).Query(func(rows pgx.Rows) error {
+		return scanDone(rows, done)
+	})
+	return func() error {
+		return w.refuse(cs, done, func(c *cmd) string { return c.effStart.runID }, store.ErrFenced)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	return w.refuse(cs, done, func(c *cmd) string { return c.effStart.runID }, store.ErrFenced)
 }
 
-// effFinishMany records the effect outcomes of a batch in one statement.
-// An outcome applies whatever the run's state is now (the side effect did
-// happen); it is refused (ErrFenced) only when the record is no longer the
-// one started at its epoch.
-func (w *wtx) effFinishMany(cs []*cmd) error {
+// queueEffFinishMany queues the effect outcomes of a batch, one
+// statement, in b; the function returned sets the refusals once b is
+// sent. An outcome applies whatever the run's state is now (the side
+// effect did happen); it is refused (ErrFenced) only when the record is
+// no longer the one started at its epoch.
+func (w *wtx) queueEffFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 	if len(cs) == 0 {
-		return nil
+		return func() error { return nil }
 	}
 	n := len(cs)
 	ord := make([]int32, n)
@@ -92,27 +85,28 @@ func (w *wtx) effFinishMany(cs []*cmd) error {
 		ord[i], ids[i], keys[i], epochs[i], ats[i] = int32(i), e.runID, e.key, e.epoch, e.now.UnixNano()
 		sts[i], outs[i], errs[i] = string(e.status), blob(e.output), e.errMsg
 	}
-	rows, err := w.tx.Query(w.ctx, w.s.q.effFinishMany, ord, ids, epochs, keys, sts, outs, errs, ats)
-	if err != nil {
-		return err
-	}
 	done := make([]bool, n)
+	b.Queue(w.s.q.effFinishMany, ord, ids, epochs, keys, sts, outs, errs, ats).Query(func(rows pgx.Rows) error {
+		return scanDone(rows, done)
+	})
+	return func() error {
+		for i, c := range cs {
+			if !done[i] {
+				c.err = store.ErrFenced
+			}
+		}
+		return nil
+	}
+}
+
+// scanDone marks done the ordinals rows return.
+func scanDone(rows pgx.Rows, done []bool) error {
 	for rows.Next() {
 		var i int32
 		if err := rows.Scan(&i); err != nil {
-			rows.Close()
 			return err
 		}
 		done[i] = true
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for i, c := range cs {
-		if !done[i] {
-			c.err = store.ErrFenced
-		}
-	}
-	return nil
+	return rows.Err()
 }

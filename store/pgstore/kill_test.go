@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"bufio"
 	"database/sql"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -45,8 +46,11 @@ var resumeBound = func() time.Duration {
 // admissions were acknowledged. Every acknowledged admission must reach a
 // terminal state, none may complete twice, no completed effect body may
 // run again, an effect left started must fence its run, and the runs a
-// killed node held must be claimed again by the others within resumeBound
-// of the kill (the test logs p50 and max).
+// killed node held must be taken from it by the others within resumeBound
+// of the kill (handed back or claimed: the store-side takeover) and run
+// again on a survivor (claimed) within a generous deadline after that,
+// since a busy survivor claims them only as its slots free up. The test
+// logs p50 and max of both.
 func TestNodesSurviveKills(t *testing.T) {
 	url := pgURL(t)
 	dir := t.TempDir()
@@ -111,40 +115,65 @@ func TestNodesSurviveKills(t *testing.T) {
 	if rep.Acked < target {
 		t.Errorf("%d admissions acknowledged, want at least %d", rep.Acked, target)
 	}
-	var resumes []time.Duration
+	var takeovers, resumes []time.Duration
 	for _, k := range kills {
-		for id, d := range resumedAfter(t, db, k.held, k.at) {
+		for id, d := range takenAfter(t, db, k.held, k.at, false) {
 			if d > resumeBound {
-				t.Errorf("run %s held by a killed node resumed %v after the kill, past the bound %v", id, d, resumeBound)
+				t.Errorf("run %s held by a killed node was taken from it %v after the kill, past the bound %v", id, d, resumeBound)
+			}
+			takeovers = append(takeovers, d)
+		}
+		for id, d := range takenAfter(t, db, k.held, k.at, true) {
+			if d > resumeBound+resumeSlack {
+				t.Errorf("run %s held by a killed node ran again %v after the kill, past %v", id, d, resumeBound+resumeSlack)
 			}
 			resumes = append(resumes, d)
 		}
 	}
-	if len(resumes) == 0 {
+	if len(takeovers) == 0 {
 		t.Fatal("no kill landed while its node held a run: nothing shows the takeover")
 	}
+	slices.Sort(takeovers)
 	slices.Sort(resumes)
 	fenced := countLines(t, dir, "fenced")
-	t.Logf("%s; %d kills in %v, all runs terminal %v after the start; %d runs held by a killed node resumed on the survivors: p50 %v, max %v (bound %v, node timeout %v); %d writes refused as fenced (reclaims another node won)",
-		rep, len(kills), killing.Round(time.Second), drained.Round(time.Second), len(resumes), resumes[len(resumes)/2].Round(time.Millisecond),
-		resumes[len(resumes)-1].Round(time.Millisecond), resumeBound, testTimeout, fenced)
+	t.Logf("%s; %d kills in %v, all runs terminal %v after the start; %d runs held by a killed node taken by the survivors: p50 %v, max %v (bound %v, node timeout %v); %s; %d writes refused as fenced (reclaims another node won)",
+		rep, len(kills), killing.Round(time.Second), drained.Round(time.Second), len(takeovers), takeovers[len(takeovers)/2].Round(time.Millisecond),
+		takeovers[len(takeovers)-1].Round(time.Millisecond), resumeBound, testTimeout, percentiles("ran again", resumes), fenced)
 }
 
-// resumedAfter returns, for each run held by a node killed at at, how long
-// after the kill another node took it up: claimed it again (its first
-// running entry after the kill), or ended it at the reclaim (a retry
-// budget spent); a run the killed node's own last commit ended (sent
-// before the kill, it landed after the held runs were read) needs no
-// takeover and is left out. The times are the survivors' clocks: the
-// same machine's.
-func resumedAfter(t *testing.T, db *sql.DB, held map[string]int64, at time.Time) map[string]time.Duration {
+// resumeSlack is how much later than resumeBound a taken run may start
+// again: the survivors claim it as their slots free up, which depends on
+// the load and the machine, not on the takeover.
+const resumeSlack = 10 * time.Second
+
+func percentiles(what string, ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none " + what
+	}
+	return fmt.Sprintf("%d %s: p50 %v, max %v", len(ds), what, ds[len(ds)/2].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+// takenAfter returns, for each run held by a node killed at at, how long
+// after the kill another node took it: with ran, claimed it again (its
+// first running entry after the kill) or ended it at the reclaim (a retry
+// budget spent); without, its first entry of any kind after the kill (the
+// reclaim that hands it back, or a claim). A run the killed node's own
+// last commit ended (sent before the kill, it landed after the held runs
+// were read) needs no takeover and is left out. The times are the
+// survivors' clocks: the same machine's.
+func takenAfter(t *testing.T, db *sql.DB, held map[string]int64, at time.Time, ran bool) map[string]time.Duration {
 	t.Helper()
 	out := map[string]time.Duration{}
+	statuses := []string{"running", "dead-letter"}
+	if !ran {
+		statuses = nil
+	}
 	for id := range held {
 		var next *int64
 		err := db.QueryRow(`SELECT min(x) FROM (
-				SELECT t.at AS x FROM timeline t JOIN runs r ON r.seq = t.run_seq WHERE r.id = $1 AND t.at > $2 AND t.status IN ('running', 'dead-letter')
-				UNION ALL SELECT started_at FROM runs WHERE id = $1 AND status = 'running' AND started_at > $2) s`, id, at.UnixNano()).Scan(&next)
+				SELECT t.at AS x FROM timeline t JOIN runs r ON r.seq = t.run_seq
+				WHERE r.id = $1 AND t.at > $2 AND ($3::text[] IS NULL OR t.status = ANY($3))
+				UNION ALL SELECT started_at FROM runs WHERE id = $1 AND status = 'running' AND started_at > $2) s`, id, at.UnixNano(), statuses).Scan(&next)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -126,18 +126,20 @@ func (s *Store) Chain(ctx context.Context, correlationID string) ([]store.Run, e
 	return collectRuns(rows)
 }
 
-// Timeline implements store.Store. Two entries are implicit (see the
-// timeline table): admission, and the running entry of the attempt in
-// progress.
+// Timeline implements store.Store. Some entries are implicit (see the
+// timeline table): admission; the running entry of the attempt in
+// progress; and both entries of a first attempt that completed the run
+// (a completed run whose tl says three entries and that has no row), with
+// the run's completion time, error fields and the completion's note.
 func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEntry, error) {
 	if err := s.readable(); err != nil {
 		return nil, err
 	}
 	var seq, created int64
-	var started *int64
-	var status string
+	var started, completed *int64
+	var status, errMsg, code string
 	var attempts, tl int
-	err := s.pool.QueryRow(ctx, s.q.selRunTL, runID).Scan(&seq, &status, &attempts, &created, &started, &tl)
+	err := s.pool.QueryRow(ctx, s.q.selRunTL, runID).Scan(&seq, &status, &attempts, &created, &started, &completed, &errMsg, &code, &tl)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -163,8 +165,13 @@ func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEnt
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if store.Status(status) == store.StatusRunning && started != nil {
+	switch st := store.Status(status); {
+	case st == store.StatusRunning && started != nil:
 		out = append(out, store.TimelineEntry{N: tl + 1, At: time.Unix(0, *started), Status: store.StatusRunning, Attempt: attempts, Note: "claimed"})
+	case st == store.StatusCompleted && tl == 3 && len(out) == 1 && started != nil && completed != nil:
+		out = append(out,
+			store.TimelineEntry{N: 2, At: time.Unix(0, *started), Status: store.StatusRunning, Attempt: attempts, Note: "claimed"},
+			store.TimelineEntry{N: 3, At: time.Unix(0, *completed), Status: store.StatusCompleted, Attempt: attempts, Error: errMsg, Code: code, Note: implicitNote})
 	}
 	return out, nil
 }

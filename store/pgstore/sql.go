@@ -33,6 +33,18 @@ var (
 	updCols, updColsR = fmt.Sprintf(updColsT, ""), fmt.Sprintf(updColsT, "r.")
 )
 
+// implicitEnd, on a row of an attempt end's RETURNING (with the end's
+// time, at, and timeline note), says that the attempt's two timeline
+// entries are implicit: the first attempt (entries 2 and 3, after the
+// implicit admission) of a run it completed, with the completion's note,
+// at the run's completed_at. Completed is final: such a run never gets
+// another entry, and its timeline is read from its row (Timeline).
+const implicitEnd = `tl = 3 AND status = 'completed' AND note = '` + implicitNote + `' AND completed_at IS NOT DISTINCT FROM at`
+
+// implicitNote is the note of an implicit completion entry: the complete
+// rule's own.
+const implicitNote = "completed"
+
 // claimSet is the SET list of a claim: $1 owner, $2 lease expiry, $3 now.
 const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts + 1, lease_owner = $1, lease_expires = $2,
 	started_at = $3, retry_at = NULL, output = NULL`
@@ -119,7 +131,10 @@ func newQueries(schema string) queries {
 		WHERE seq = $13 RETURNING ` + updCols)
 	// The end of many attempts in one statement: each row applies only if
 	// its run is still running at its epoch (the fencing token), and the
-	// attempt's two timeline entries are written with it.
+	// attempt's two timeline entries are written with it, unless they are
+	// implicit: a run completed by its first attempt with the rule's note
+	// at its completed_at has a timeline the run's row alone gives (see
+	// Timeline), and writes none.
 	q.finishMany = s(`WITH i AS (
 			SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::bytea[],
 				$9::bool[], $10::text[], $11::bool[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[], $16::text[])
@@ -134,11 +149,12 @@ func newQueries(schema string) queries {
 				tl = r.tl + 2
 			FROM i WHERE r.id = i.id AND r.status = 'running' AND r.epoch = i.epoch
 			RETURNING i.ord, i.at, i.note, ` + updColsR + `),
+		x AS (SELECT * FROM u WHERE NOT (` + implicitEnd + `)),
 		t AS (
 			INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
-			SELECT seq, tl - 1, started_at, 'running', attempts, '', '', 'claimed' FROM u
+			SELECT seq, tl - 1, started_at, 'running', attempts, '', '', 'claimed' FROM x
 			UNION ALL
-			SELECT seq, tl, at, status, attempts, error, error_code, note FROM u)
+			SELECT seq, tl, at, status, attempts, error, error_code, note FROM x)
 		SELECT ord, ` + updCols + ` FROM u`)
 	q.insTL = s(`INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`)
 	q.insTL2 = s(`INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
@@ -180,7 +196,7 @@ func newQueries(schema string) queries {
 	// id = $1 alone would also match a child named by its own id.
 	q.selChain = s(`SELECT ` + runCols + ` FROM $S.runs WHERE correlation_id = $1 OR (id = $1 AND correlation_id IS NULL) ORDER BY depth, seq`)
 	q.selTimeline = s(`SELECT n, at, status, attempt, error, code, note FROM $S.timeline WHERE run_seq = $1 ORDER BY n`)
-	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, tl FROM $S.runs WHERE id = $1`)
+	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, completed_at, error, error_code, tl FROM $S.runs WHERE id = $1`)
 	q.selEffects = s(`SELECT e.key, e.status, e.epoch, e.output, e.error, e.started_at, e.completed_at
 		FROM $S.effects e JOIN $S.runs r ON r.seq = e.run_seq WHERE r.id = $1 ORDER BY e.key`)
 	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM $S.runs

@@ -167,12 +167,14 @@ func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update) 
 	return err
 }
 
-// finishMany ends the attempts of fs in one statement. An attempt whose
+// queueFinishMany queues the end of the attempts of cs, one statement,
+// in b; the function returned reads its results once b is sent, and
+// admits the follow-up runs of the ends that applied. An attempt whose
 // run is no longer running at its epoch is refused: ErrFenced, or
 // ErrNotFound for an unknown run.
-func (w *wtx) finishMany(cs []*cmd) error {
+func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 	if len(cs) == 0 {
-		return nil
+		return func() error { return nil }
 	}
 	n := len(cs)
 	ord := make([]int32, n)
@@ -190,31 +192,27 @@ func (w *wtx) finishMany(cs []*cmd) error {
 		retrySet[i], retries[i], completed[i], vers[i] = a[7].(bool), a[8].(*int64), a[9].(*int64), a[11].(string)
 		ats[i], notes[i] = f.u.Now.UnixNano(), f.o.Note
 	}
-	rows, err := w.tx.Query(w.ctx, w.s.q.finishMany, ord, ids, epochs, sts, errs, codes, outSet, outs, thenSet, thens,
-		retrySet, retries, completed, vers, ats, notes)
-	if err != nil {
-		return err
-	}
 	done := make([]bool, n)
-	for rows.Next() {
-		var i int32
-		r, _, err := scanUpdated(rows, &i)
-		if err != nil {
-			rows.Close()
+	b.Queue(w.s.q.finishMany, ord, ids, epochs, sts, errs, codes, outSet, outs, thenSet, thens,
+		retrySet, retries, completed, vers, ats, notes).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var i int32
+			r, _, err := scanUpdated(rows, &i)
+			if err != nil {
+				return err
+			}
+			cs[i].fin.res.Run = r
+			done[i] = true
+			w.moved(store.StatusRunning, r.Status)
+		}
+		return rows.Err()
+	})
+	return func() error {
+		if err := w.insertChildren(cs, done); err != nil {
 			return err
 		}
-		cs[i].fin.res.Run = r
-		done[i] = true
-		w.moved(store.StatusRunning, r.Status)
+		return w.refuse(cs, done, func(c *cmd) string { return c.fin.u.RunID }, store.ErrFenced)
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	if err := w.insertChildren(cs, done); err != nil {
-		return err
-	}
-	return w.refuse(cs, done, func(c *cmd) string { return c.fin.u.RunID }, store.ErrFenced)
 }
 
 // insertChildren admits, in one statement, the follow-up runs of the

@@ -16,7 +16,8 @@ import (
 
 // cmd is one write. A plain command runs fn inside the batch transaction;
 // the attempt ends and effect records (fin, effStart, effFin) are
-// collected from every command of the batch into one statement per kind.
+// collected from every command of the batch into one statement per kind,
+// sent with the claims (claim) in one pipeline.
 // Its error (a store sentinel such as ErrFenced, which must leave nothing
 // written, or an SQL error) is returned to the caller once the batch has
 // committed.
@@ -25,6 +26,7 @@ type cmd struct {
 	fin      *finish
 	effStart *effStart
 	effFin   *effFinish
+	claim    *claimCmd
 	err      error
 	done     chan struct{}
 }
@@ -33,7 +35,7 @@ type cmd struct {
 type wtx struct {
 	s      *Store
 	ctx    context.Context
-	tx     pgx.Tx
+	tx     *lazyTx
 	counts map[store.Status]int64
 	ready  bool // runs became claimable: wake the nodes
 }
@@ -155,20 +157,19 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 		return err
 	}
 	defer pc.Release() // a connection left inside a transaction is closed, not reused
-	tx, err := pc.Begin(ctx)
-	if err != nil {
-		return err
-	}
+	tx := &lazyTx{conn: pc.Conn()}
 	committed := false
 	defer func() {
 		if !committed {
-			tx.Rollback(context.Background())
+			tx.rollback()
 		}
 	}()
 	w := &wtx{s: s, ctx: ctx, tx: tx, counts: map[store.Status]int64{}}
 	var fins []*cmd
 	var starts []*cmd
 	var finishes []*cmd
+	var claims []*cmd
+	var plain []*cmd
 	for _, c := range cmds {
 		c.err = nil
 		switch {
@@ -178,24 +179,41 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 			starts = append(starts, c)
 		case c.effFin != nil:
 			finishes = append(finishes, c)
+		case c.claim != nil:
+			claims = append(claims, c)
 		default:
-			if err := c.fn(w); err != nil {
-				if isSentinel(err) {
-					c.err = err
-					continue
-				}
-				return err
-			}
+			plain = append(plain, c)
 		}
 	}
-	if err := w.finishMany(fins); err != nil {
-		return err
+	// The attempt ends, effect records and claims (of uncapped processes)
+	// of the batch are independent statements: they are sent together (with BEGIN, the batch's first
+	// statements), one round trip, and what depends on their results
+	// (follow-up runs, refusals) after them. Commands of one batch come
+	// from callers none of which waits for another's, so their order in
+	// the transaction is free.
+	b := &pgx.Batch{}
+	after := []func() error{w.queueFinishMany(b, fins), w.queueEffStartMany(b, starts), w.queueEffFinishMany(b, finishes)}
+	for _, c := range claims {
+		after = append(after, w.queueClaimCmd(b, c.claim))
 	}
-	if err := w.effStartMany(starts); err != nil {
-		return err
+	if b.Len() > 0 {
+		if err := w.tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
 	}
-	if err := w.effFinishMany(finishes); err != nil {
-		return err
+	for _, f := range after {
+		if err := f(); err != nil {
+			return err
+		}
+	}
+	for _, c := range plain {
+		if err := c.fn(w); err != nil {
+			if isSentinel(err) {
+				c.err = err
+				continue
+			}
+			return err
+		}
 	}
 	// The status counts, the wake-up notification and COMMIT are sent
 	// together: one round trip.
@@ -207,6 +225,7 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 		return err
 	}
 	end.Queue("COMMIT")
+	tx.withBegin(end) // a batch that sent no statement yet
 	if err := sendEnd(ctx, pc.Conn(), end); err != nil {
 		return err
 	}

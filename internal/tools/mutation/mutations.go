@@ -350,6 +350,19 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-implicit-timeline-too-wide",
+		Guarantee: "PostgreSQL: a run's timeline reads the same whether its entries are written or implicit",
+		// Only a first attempt that completed its run may leave its two
+		// entries implicit: a later attempt's would be lost.
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "const implicitEnd = `tl = 3 AND status = 'completed'",
+			New:  "const implicitEnd = `tl >= 3 AND status = 'completed'",
+		}},
+		Tests: []Test{pgTest("TestImplicitCompletionTimeline")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-caps-not-locked",
 		Guarantee: "PostgreSQL: a process's running cap and admission bound are exact across nodes",
 		Edits: []Edit{{
