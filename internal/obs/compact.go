@@ -19,20 +19,14 @@ func MergeRollups(rs []store.Rollup) (store.Rollup, error) {
 		if !r.Bucket.Equal(out.Bucket) || r.Process != out.Process {
 			return out, fmt.Errorf("obs: merging rollups of %s at %v with %s at %v", out.Process, out.Bucket, r.Process, r.Bucket)
 		}
-		for n, v := range r.Counts {
-			out.Counts[n] += v
-		}
+		mergeInto(out.Counts, nil, r.Counts, nil, true)
 		for n, encs := range r.Hists {
 			for _, enc := range encs {
 				k, err := DecodeSketch(enc)
 				if err != nil {
 					return out, fmt.Errorf("obs: histogram %s of %s at %v: %w", n, r.Process, r.Bucket, err)
 				}
-				if sketches[n] == nil {
-					sketches[n] = k
-				} else {
-					sketches[n].Merge(k)
-				}
+				mergeSketch(sketches, n, k, true)
 			}
 		}
 	}

@@ -149,16 +149,7 @@ func (r *Recorder) restore(pending map[key]*agg, errs []store.ErrorRecord) {
 			r.pending[k] = a
 			continue
 		}
-		for n, v := range a.counts {
-			cur.counts[n] += v
-		}
-		for n, h := range a.hists {
-			if cur.hists[n] == nil {
-				cur.hists[n] = h
-			} else {
-				cur.hists[n].Merge(h)
-			}
-		}
+		mergeInto(cur.counts, cur.hists, a.counts, a.hists, true)
 	}
 	r.errors = append(errs, r.errors...)
 	if over := len(r.errors) - maxPendingErrors; over > 0 {
@@ -175,14 +166,32 @@ type Bucket struct {
 }
 
 func (b *Bucket) add(counts map[string]int64, hists map[string]*Sketch) {
+	mergeInto(b.Counts, b.Hists, counts, hists, false)
+}
+
+// mergeInto adds counts and merges sketches into dst by name. With adopt,
+// a sketch dst lacks is taken as it is (the caller gives it up); without,
+// dst gets a copy, so the source stays the caller's.
+func mergeInto(dstCounts map[string]int64, dstHists map[string]*Sketch, counts map[string]int64, hists map[string]*Sketch, adopt bool) {
 	for n, v := range counts {
-		b.Counts[n] += v
+		dstCounts[n] += v
 	}
 	for n, h := range hists {
-		if b.Hists[n] == nil {
-			b.Hists[n] = NewSketch()
-		}
-		b.Hists[n].Merge(h)
+		mergeSketch(dstHists, n, h, adopt)
+	}
+}
+
+// mergeSketch merges h into dst[n], adopting h (or, without adopt, a copy)
+// when dst has no sketch n.
+func mergeSketch(dst map[string]*Sketch, n string, h *Sketch, adopt bool) {
+	switch {
+	case dst[n] != nil:
+		dst[n].Merge(h)
+	case adopt:
+		dst[n] = h
+	default:
+		dst[n] = NewSketch()
+		dst[n].Merge(h)
 	}
 }
 

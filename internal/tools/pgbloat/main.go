@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"runtime/debug"
 	"sort"
@@ -380,6 +381,14 @@ func revision() string {
 				if st.Value == "true" {
 					dirty = " (with uncommitted changes)"
 				}
+			}
+		}
+	}
+	if rev == "unknown" { // go run stamps no VCS settings: ask git
+		if out, err := exec.Command("git", "rev-parse", "HEAD").Output(); err == nil {
+			rev = strings.TrimSpace(string(out))
+			if st, _ := exec.Command("git", "status", "--porcelain").Output(); len(st) > 0 {
+				dirty = " (with uncommitted changes)"
 			}
 		}
 	}
