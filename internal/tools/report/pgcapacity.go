@@ -132,7 +132,7 @@ func (p *page) pgScenarios(heading bool) {
 	if len(ids) == 0 {
 		return
 	}
-	sort.Strings(ids)
+	sort.Slice(ids, func(i, j int) bool { return naturalLess(ids[i], ids[j]) })
 	w := p.w
 	if heading {
 		w("## PostgreSQL")
@@ -158,4 +158,37 @@ func (p *page) pgScenarios(heading bool) {
 			t.SeedDropped, t.Retries, t.DeadLetters, t.Fenced, sq, link(r, p.reportsRel))
 	}
 	w("")
+}
+
+// naturalLess orders scenario ids as people read them: runs of digits
+// compare as numbers, so "fleet-c50" comes before "fleet-c200".
+func naturalLess(a, b string) bool {
+	for a != "" && b != "" {
+		da, db := digits(a), digits(b)
+		if da > 0 && db > 0 {
+			na, nb := strings.TrimLeft(a[:da], "0"), strings.TrimLeft(b[:db], "0")
+			if len(na) != len(nb) {
+				return len(na) < len(nb)
+			}
+			if na != nb {
+				return na < nb
+			}
+			a, b = a[da:], b[db:]
+			continue
+		}
+		if a[0] != b[0] {
+			return a[0] < b[0]
+		}
+		a, b = a[1:], b[1:]
+	}
+	return len(a) < len(b)
+}
+
+// digits is the length of s's leading run of ASCII digits.
+func digits(s string) int {
+	n := 0
+	for n < len(s) && s[n] >= '0' && s[n] <= '9' {
+		n++
+	}
+	return n
 }
