@@ -77,7 +77,8 @@ func (em Emission) Err() error {
 // execute once the engine starts.
 //
 // Errors: CodeUnknownEvent when no process listens, CodePayloadTooLarge,
-// CodeInvalidPayload, CodeStopped after Stop, CodeUnavailable when the
+// CodeInvalidPayload, CodeSchemaValidationFailed when a listener's
+// Process.Validate refuses the payload, CodeStopped after Stop, CodeUnavailable when the
 // store fails. On error nothing is admitted.
 func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...EmitOption) (Emission, error) {
 	em, _, err := e.emit(ctx, nil, event, payload, opts)
@@ -132,6 +133,9 @@ func (e *Engine) admission(event string, payload any, key string) (*store.Admiss
 	enc, err := e.encodePayload(payload)
 	if err != nil {
 		return nil, err.(*Error)
+	}
+	if verr := validatePayload(event, targets, enc); verr != nil {
+		return nil, verr
 	}
 	return &store.Admission{Event: event, Payload: enc, IdempotencyKey: key, Runs: newRuns(targets), Now: e.clock.Now()}, nil
 }

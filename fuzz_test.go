@@ -185,13 +185,17 @@ func FuzzBackoff(f *testing.F) {
 	f.Add(int64(0), -5)
 	f.Fuzz(func(t *testing.T, base int64, n int) {
 		b := time.Duration(base)
-		exp := yella.Exponential(b)
+		exp := yella.ExponentialExact(b)
 		d, next := exp(n), exp(n+1)
 		if d < 0 || d > time.Hour {
-			t.Fatalf("Exponential(%v)(%d) = %v", b, n, d)
+			t.Fatalf("ExponentialExact(%v)(%d) = %v", b, n, d)
 		}
 		if n > 0 && n < 1<<62 && next < d {
-			t.Fatalf("Exponential(%v) decreases: %v at %d, %v at %d", b, d, n, next, n+1)
+			t.Fatalf("ExponentialExact(%v) decreases: %v at %d, %v at %d", b, d, n, next, n+1)
+		}
+		// Equal jitter: within the upper half of the exact step.
+		if j := yella.Exponential(b)(n); j > d || j < d/2 {
+			t.Fatalf("Exponential(%v)(%d) = %v, outside [%v, %v]", b, n, j, d/2, d)
 		}
 		if fixed := yella.Fixed(b)(n); fixed != b {
 			t.Fatalf("Fixed(%v)(%d) = %v", b, n, fixed)

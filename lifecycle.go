@@ -243,8 +243,10 @@ func (e *Engine) abandonment(r *store.Run, now time.Time, why string, code Code,
 
 // followUp builds the admission of parent's follow-up event: one run per
 // process listening to event, one level deeper in parent's chain, with
-// payload and the context vars. It is refused, with CodeChainDepthExceeded
-// or CodeNotAdmitted, past Config.MaxChainDepth or when no process listens.
+// payload and the context vars. It is refused, with CodeChainDepthExceeded,
+// CodeNotAdmitted or CodeSchemaValidationFailed, past Config.MaxChainDepth,
+// when no process listens or when a listener's Validate refuses the
+// payload.
 func (e *Engine) followUp(parent *store.Run, event string, payload, vars json.RawMessage, now time.Time) (*store.Admission, *Error) {
 	if parent.Depth+1 > e.cfg.MaxChainDepth {
 		return nil, &Error{Code: CodeChainDepthExceeded, Msg: fmt.Sprintf("max chain depth exceeded: follow-up %s would be at depth %d (limit %d)",
@@ -253,6 +255,9 @@ func (e *Engine) followUp(parent *store.Run, event string, payload, vars json.Ra
 	targets := e.listeners(event)
 	if len(targets) == 0 {
 		return nil, &Error{Code: CodeNotAdmitted, Msg: "follow-up event " + event + " was not admitted: no process listens to it"}
+	}
+	if verr := validatePayload("follow-up "+event, targets, payload); verr != nil {
+		return nil, verr
 	}
 	return &store.Admission{Event: event, Payload: payload, Runs: newRuns(targets), ParentID: parent.ID,
 		CorrelationID: parent.CorrelationID, Depth: parent.Depth + 1, Context: vars, Now: now}, nil

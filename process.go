@@ -1,7 +1,9 @@
 package yella
 
 import (
+	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"time"
 )
 
@@ -37,6 +39,14 @@ type Process struct {
 	Timeout time.Duration
 	// Version is stamped on every run it executes (Run.Version).
 	Version string
+	// Validate, if set, checks every payload this process would receive
+	// before it is admitted: at Emit, EmitBatch and EmitTx (the emission is
+	// refused for every listener, nothing is admitted) and for follow-ups
+	// (Then: the parent run fails with CodeSchemaValidationFailed; Resume:
+	// the run stays deferred). The error is returned with
+	// CodeSchemaValidationFailed. Decodes[T] builds one from a payload type;
+	// Topic.Process sets it.
+	Validate func(payload json.RawMessage) error
 }
 
 // Overflow is a per-process policy for events beyond its Concurrency cap.
@@ -125,9 +135,29 @@ type Backoff func(n int) time.Duration
 // Fixed waits d before every retry.
 func Fixed(d time.Duration) Backoff { return func(int) time.Duration { return d } }
 
-// Exponential waits base, 2·base, 4·base … before retries 1, 2, 3 …,
-// capped at one hour. A base of 0 or less retries at once.
+// Exponential waits about base, 2·base, 4·base … before retries 1, 2, 3
+// …, capped at one hour, with equal jitter: each delay is drawn uniformly
+// from the upper half of its step (between d/2 and d, for d the exact
+// doubling ExponentialExact gives). Runs that failed together (a downstream
+// outage) thus spread their retries instead of returning at the same
+// instant, and no retry comes sooner than half its step. A base of 0 or
+// less retries at once.
 func Exponential(base time.Duration) Backoff {
+	exact := ExponentialExact(base)
+	return func(n int) time.Duration {
+		d := exact(n)
+		if d <= 1 {
+			return d
+		}
+		return d - rand.N(d/2+1)
+	}
+}
+
+// ExponentialExact waits exactly base, 2·base, 4·base … before retries 1,
+// 2, 3 …, capped at one hour: Exponential without the jitter, for tests
+// and for a single client whose retries cannot collide with others'. A
+// base of 0 or less retries at once.
+func ExponentialExact(base time.Duration) Backoff {
 	return func(n int) time.Duration {
 		if base <= 0 {
 			return 0

@@ -21,7 +21,7 @@ func Example() {
 	k, err := yellatest.New(yella.Config{},
 		yella.Process{
 			Name: "charge", On: "order:placed",
-			Retry: &yella.Retry{Max: 3, Backoff: yella.Exponential(time.Minute)},
+			Retry: &yella.Retry{Max: 3, Backoff: yella.ExponentialExact(time.Minute)},
 			Run: func(c *yella.Ctx) yella.Result {
 				receipt, err := yella.Effect(c, "charge", func(context.Context) (string, error) {
 					if calls++; calls < 3 {

@@ -283,6 +283,26 @@ var coreMutations = []Mutation{
 		}},
 		Tests: []Test{{Pkg: ".", Run: "^TestStoreHealth$"}, {Pkg: "./httpapi", Run: "^TestHealthStoreDown$"}, {Pkg: "./prommetrics", Run: "^TestStoreUp$"}},
 	},
+	{
+		Name:      "emit-not-validated",
+		Guarantee: "a payload a listener's Validate refuses is refused at Emit and EmitBatch, admitting nothing",
+		Edits: []Edit{{
+			File: "emit.go",
+			Old:  "if verr := validatePayload(event, targets, enc); verr != nil {",
+			New:  "if verr := validatePayload(event, targets, enc); verr != nil && false {",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestValidatedAtEmit$"}},
+	},
+	{
+		Name:      "follow-up-not-validated",
+		Guarantee: "a follow-up payload a listener's Validate refuses fails the parent (Then) or keeps it deferred (Resume)",
+		Edits: []Edit{{
+			File: "lifecycle.go",
+			Old:  `if verr := validatePayload("follow-up "+event, targets, payload); verr != nil {`,
+			New:  `if verr := validatePayload("follow-up "+event, targets, payload); verr != nil && false {`,
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestFollowUpValidated$"}},
+	},
 }
 
 // pgMutations break the PostgreSQL store's guarantees: several engine

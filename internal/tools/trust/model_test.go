@@ -43,7 +43,7 @@ const (
 
 func (o outcome) String() string { return [...]string{"ok", "error", "fail"}[o] }
 
-const modelBase = time.Second // Exponential(1s): 1s, 2s, 4s …
+const modelBase = time.Second // ExponentialExact(1s): 1s, 2s, 4s …
 
 // modelRun is the model's view of one run.
 type modelRun struct {
@@ -79,7 +79,7 @@ func (m *model) execute(r *modelRun) {
 		r.status = yella.StatusErrored
 	case retryable:
 		if r.attempts <= m.maxRetries {
-			r.status, r.retryAt = yella.StatusIdle, m.now.Add(yella.Exponential(modelBase)(r.attempts))
+			r.status, r.retryAt = yella.StatusIdle, m.now.Add(yella.ExponentialExact(modelBase)(r.attempts))
 		} else {
 			r.status = yella.StatusDead
 		}
@@ -136,7 +136,7 @@ func (h *harness) open(t *rapid.T, maxRetries int) {
 	if err != nil {
 		t.Fatalf("new: %v", err)
 	}
-	err = eng.Register(yella.Process{Name: "p", On: "ev", Retry: &yella.Retry{Max: maxRetries, Backoff: yella.Exponential(modelBase)},
+	err = eng.Register(yella.Process{Name: "p", On: "ev", Retry: &yella.Retry{Max: maxRetries, Backoff: yella.ExponentialExact(modelBase)},
 		Run: func(c *yella.Ctx) yella.Result {
 			var in struct{ Key string }
 			if err := c.Decode(&in); err != nil {
