@@ -150,8 +150,8 @@ func Op(name string) Option { return func(o *config) { o.op = name } }
 // format. fn sees every response whose body was read (within the bound),
 // with its full headers; it returns nil to keep the default
 // classification, or the error to return instead. httpx fills the error's
-// Op, Status, RetryAfter (from Retry-After) and Body when fn leaves them
-// empty, and tells the Limiter when the status is 429 (or 503 with
+// Op, Status and RetryAfter (from Retry-After) when fn leaves them empty,
+// and Body when fn leaves both Body and Err empty, and tells the Limiter when the status is 429 (or 503 with
 // Retry-After).
 func Classify(fn func(r *Response, h http.Header) *connector.Error) Option {
 	return func(o *config) { o.classify = fn }
@@ -319,7 +319,7 @@ func (o *config) finish(op, host string, resp *http.Response, wrap func(error) e
 	if e.Status == 0 {
 		e.Status = resp.StatusCode
 	}
-	if e.Body == "" {
+	if e.Body == "" && e.Err == nil {
 		e.Body = quote(b)
 	}
 	if e.Retryable && e.RetryAfter == 0 && hasRetryAfter {
