@@ -151,7 +151,7 @@ func Op(name string) Option { return func(o *config) { o.op = name } }
 // with its full headers; it returns nil to keep the default
 // classification, or the error to return instead. httpx fills the error's
 // Op, Status and RetryAfter (from Retry-After) when fn leaves them empty,
-// and Body when fn leaves both Body and Err empty, and tells the Limiter when the status is 429 (or 503 with
+// and Body when fn leaves Body, Code and Err empty, and tells the Limiter when the status is 429 (or 503 with
 // Retry-After).
 func Classify(fn func(r *Response, h http.Header) *connector.Error) Option {
 	return func(o *config) { o.classify = fn }
@@ -319,7 +319,7 @@ func (o *config) finish(op, host string, resp *http.Response, wrap func(error) e
 	if e.Status == 0 {
 		e.Status = resp.StatusCode
 	}
-	if e.Body == "" && e.Err == nil {
+	if e.Body == "" && e.Err == nil && e.Code == "" {
 		e.Body = quote(b)
 	}
 	if e.Retryable && e.RetryAfter == 0 && hasRetryAfter {
@@ -354,7 +354,7 @@ func classify(status int) *connector.Error {
 	switch {
 	case success(status):
 		return nil
-	case retryableStatus(status):
+	case RetryableStatus(status):
 		return &connector.Error{Retryable: true}
 	}
 	return &connector.Error{}
@@ -362,9 +362,9 @@ func classify(status int) *connector.Error {
 
 func success(status int) bool { return status >= 200 && status < 300 }
 
-// retryableStatus reports whether a response with status may succeed when
+// RetryableStatus reports whether a response with status may succeed when
 // sent again: 408, 425, 429, 500, 502, 503 and 504.
-func retryableStatus(status int) bool {
+func RetryableStatus(status int) bool {
 	switch status {
 	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests,
 		http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

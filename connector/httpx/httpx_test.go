@@ -523,7 +523,7 @@ func FuzzFinish(f *testing.F) {
 		if e.RetryAfter < 0 || (!e.Retryable && e.RetryAfter != 0) {
 			t.Fatalf("retry after %s, retryable %v", e.RetryAfter, e.Retryable)
 		}
-		if !failRead && e.Retryable != retryableStatus(status) {
+		if !failRead && e.Retryable != RetryableStatus(status) {
 			t.Fatalf("status %d: retryable %v", status, e.Retryable)
 		}
 		if h := lim.all(); len(h) > 1 || (len(h) == 1 && (h[0].until.Before(now) || (status != 429 && status != 503))) {
