@@ -117,7 +117,8 @@ func Timeout(d time.Duration) Option { return func(o *config) { o.timeout = d } 
 func MaxBody(n int64) Option { return func(o *config) { o.maxBody = n } }
 
 // IdempotencyHeader names the header that carries the effect's idempotency
-// key (default DefaultIdempotencyHeader); "" sends none.
+// key (default DefaultIdempotencyHeader); "" sends none. A value the
+// request already has in that header is kept.
 func IdempotencyHeader(name string) Option { return func(o *config) { o.idemHeader = name } }
 
 // Limiter is told when the downstream asks callers to slow down (a 429, or
@@ -151,8 +152,8 @@ func Op(name string) Option { return func(o *config) { o.op = name } }
 // with its full headers; it returns nil to keep the default
 // classification, or the error to return instead. httpx fills the error's
 // Op, Status and RetryAfter (from Retry-After) when fn leaves them empty,
-// and Body when fn leaves Body, Code and Err empty, and tells the Limiter when the status is 429 (or 503 with
-// Retry-After).
+// and Body when fn leaves Body, Code and Err empty, and tells the Limiter
+// when the status is 429 (or 503 with Retry-After).
 func Classify(fn func(r *Response, h http.Header) *connector.Error) Option {
 	return func(o *config) { o.classify = fn }
 }
@@ -183,10 +184,11 @@ func Do[K yella.EffectKey](c *yella.Ctx, key K, req Request, opts ...Option) (Re
 }
 
 // DoJSON sends req as Do does and decodes a successful response's JSON body
-// into T; the effect records only the decoded value. A body that does not
-// decode is a permanent error.
+// into T; the effect records only the decoded value (KeepHeaders and
+// DropBody do not apply). A body that does not decode is a permanent error.
 func DoJSON[T any, K yella.EffectKey](c *yella.Ctx, key K, req Request, opts ...Option) (T, error) {
 	o := newConfig(opts)
+	o.dropBody = false
 	var eo []yella.EffectOption
 	if o.idempotent {
 		eo = append(eo, yella.Idempotent())
@@ -264,7 +266,7 @@ func (o *config) call(ctx context.Context, req Request) (Response, error) {
 	if req.JSON != nil {
 		hr.Header.Set("Content-Type", "application/json")
 	}
-	if k := yella.EffectIdempotencyKey(ctx); k != "" && o.idemHeader != "" {
+	if k := yella.EffectIdempotencyKey(ctx); k != "" && o.idemHeader != "" && hr.Header.Get(o.idemHeader) == "" {
 		hr.Header.Set(o.idemHeader, k)
 	}
 	resp, err := o.client.Do(hr)

@@ -296,10 +296,12 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 	for _, tc := range []struct {
 		name, header string
 		opts         []Option
+		own          string // the request's own key, kept
 	}{
-		{"default", "Idempotency-Key", nil},
-		{"custom", "X-Dedup", []Option{IdempotencyHeader("X-Dedup")}},
-		{"none", "", []Option{IdempotencyHeader("")}},
+		{"default", "Idempotency-Key", nil, ""},
+		{"custom", "X-Dedup", []Option{IdempotencyHeader("X-Dedup")}, ""},
+		{"none", "", []Option{IdempotencyHeader("")}, ""},
+		{"own key kept", "Idempotency-Key", nil, "order-42"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -315,7 +317,11 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 			}))
 			defer srv.Close()
 			_, r := run(t, &yella.Retry{Max: 1}, func(c *yella.Ctx) yella.Result {
-				_, err := Do(c, "post", Request{URL: srv.URL, Body: []byte("{}")}, append(tc.opts, Client(srv.Client()))...)
+				req := Request{URL: srv.URL, Body: []byte("{}")}
+				if tc.own != "" {
+					req.Header = http.Header{"Idempotency-Key": {tc.own}}
+				}
+				_, err := Do(c, "post", req, append(tc.opts, Client(srv.Client()))...)
 				return connector.Outcome(c, err)
 			})
 			if r.Status != yella.StatusCompleted || len(seen) != 2 {
@@ -327,6 +333,12 @@ func TestIdempotencyKeyHeader(t *testing.T) {
 					if h.Get("Idempotency-Key") != "" {
 						t.Errorf("a key was sent: %v", h)
 					}
+				}
+				return
+			}
+			if tc.own != "" {
+				if k1 != tc.own || k2 != tc.own {
+					t.Errorf("keys %q, %q: want the request's own %q", k1, k2, tc.own)
 				}
 				return
 			}
