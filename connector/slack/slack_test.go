@@ -17,6 +17,8 @@ import (
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/connector"
 	"github.com/yella-go/yella/connector/httpx"
+	"github.com/yella-go/yella/store"
+	"github.com/yella-go/yella/store/memstore"
 	"github.com/yella-go/yella/yellatest"
 )
 
@@ -303,4 +305,101 @@ func TestWebhook(t *testing.T) {
 			}
 		})
 	}
+}
+
+// detached sends requests without their context, so a call keeps waiting
+// after its engine stopped hard: the effect stays started, as after a crash.
+type detached struct{ rt http.RoundTripper }
+
+func (d detached) RoundTrip(r *http.Request) (*http.Response, error) {
+	return d.rt.RoundTrip(r.WithContext(context.Background()))
+}
+
+// A post whose outcome is unknown (its engine stopped hard while Slack held
+// the request) fences the run by default; with Resend it is posted again.
+func TestUnknownOutcome(t *testing.T) {
+	for _, tc := range []struct {
+		resend bool
+		status yella.Status
+		calls  int
+	}{
+		{false, yella.StatusFenced, 1},
+		{true, yella.StatusCompleted, 2},
+	} {
+		t.Run(fmt.Sprintf("resend=%v", tc.resend), func(t *testing.T) {
+			var mu sync.Mutex
+			calls := 0
+			arrived, release := make(chan struct{}), make(chan struct{})
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				calls++
+				n := calls
+				mu.Unlock()
+				if n == 1 {
+					close(arrived)
+					<-release
+				}
+				io.WriteString(w, `{"ok":true,"channel":"C1","ts":"1.1"}`)
+			}))
+			defer srv.Close()
+			var once sync.Once
+			unblock := func() { once.Do(func() { close(release) }) }
+			defer unblock() // before srv.Close, which waits for the held call
+			hc := &http.Client{Transport: detached{srv.Client().Transport}}
+			cl := &Client{Token: "xoxb-good", BaseURL: srv.URL, HTTP: hc, Resend: tc.resend}
+			proc := yella.Process{Name: "notify", On: "alert", Retry: &yella.Retry{Max: 2}, Run: func(c *yella.Ctx) yella.Result {
+				_, err := PostMessage(c, cl, "post", Message{Channel: "C1", Text: "x"})
+				return connector.Outcome(c, err)
+			}}
+			st := memstore.New()
+			defer st.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			e1 := start(t, st, proc)
+			em, err := e1.Emit(ctx, "alert", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			<-arrived
+			hard, cancelHard := context.WithTimeout(ctx, 10*time.Millisecond)
+			e1.Stop(hard) // the handler still waits for Slack
+			cancelHard()
+			e2 := start(t, st, proc)
+			defer e2.Stop(context.Background())
+			var r yella.Run
+			for r.Status != yella.StatusFenced && r.Status != yella.StatusCompleted && r.Status != yella.StatusErrored && r.Status != yella.StatusDead {
+				if r, err = e2.Run(ctx, em.Runs[0]); err != nil || ctx.Err() != nil {
+					t.Fatalf("run %+v, %v; want %s", r, err, tc.status)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			if r.Status != tc.status {
+				t.Errorf("run %s (%s), want %s", r.Status, r.Error, tc.status)
+			}
+			unblock()
+			if err := e2.Drain(ctx); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if calls != tc.calls {
+				t.Errorf("%d posts, want %d", calls, tc.calls)
+			}
+		})
+	}
+}
+
+func start(t *testing.T, st store.Store, p yella.Process) *yella.Engine {
+	t.Helper()
+	e, err := yella.New(yella.Config{Store: st})
+	if err == nil {
+		err = e.Register(p)
+	}
+	if err == nil {
+		err = e.Start(context.Background())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
