@@ -270,3 +270,40 @@ func httpServer(t *testing.T, fn http.HandlerFunc) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
+
+func TestGet(t *testing.T) {
+	var got []string
+	srv := httpServer(t, func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Method+" "+r.URL.String()+" "+r.Header.Get("Authorization"))
+		if r.URL.Path == "/v1/charges/ch_missing" {
+			writeErr(w, 404, map[string]string{"type": "invalid_request_error", "code": "resource_missing", "message": "No such charge"})
+			return
+		}
+		w.Write([]byte(`{"id":"ch_1","amount":7}`))
+	})
+	var ch charge
+	var missing error
+	k := yellatest.Start(t, yella.Config{}, yella.Process{Name: "p", On: "e", Run: func(c *yella.Ctx) yella.Result {
+		cl := &Client{Key: "sk_x", BaseURL: srv.URL, HTTP: srv.Client()}
+		var err error
+		if ch, err = Get[charge](c, cl, "read", "/v1/charges/ch_1", url.Values{"expand[]": {"customer"}}); err != nil {
+			return c.Fail(err)
+		}
+		_, missing = Get[charge](c, cl, "missing", "/v1/charges/ch_missing", nil)
+		return c.OK(nil)
+	}})
+	k.Engine.Emit(context.Background(), "e", nil)
+	if err := k.RunUntilIdle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ch.ID != "ch_1" || ch.Amount != 7 {
+		t.Errorf("charge %+v", ch)
+	}
+	var ae *APIError
+	if connector.Retryable(missing) || !errors.As(missing, &ae) || ae.Code != "resource_missing" {
+		t.Errorf("missing charge: %v, want a permanent resource_missing", missing)
+	}
+	if strings.Join(got, ",") != "GET /v1/charges/ch_1?expand%5B%5D=customer Bearer sk_x,GET /v1/charges/ch_missing Bearer sk_x" {
+		t.Errorf("requests %q", got)
+	}
+}
