@@ -49,6 +49,7 @@ func (l *fakeLimiter) all() []hold {
 //	                   ?body=B as the body
 //	/size/N            answers 200 with N bytes
 //	/hang              never answers (until the client gives up)
+//	/slowbody          answers 200 and part of the body, then stalls
 //	/reset             closes the connection without an answer
 //	/cut               sends the headers and half the promised body, then
 //	                   closes the connection
@@ -92,6 +93,12 @@ func (m *misbehaving) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/size/"))
 		w.Write([]byte(strings.Repeat("x", n)))
 	case r.URL.Path == "/hang":
+		<-r.Context().Done()
+	case r.URL.Path == "/slowbody":
+		w.Header().Set("Content-Length", "100")
+		w.WriteHeader(http.StatusOK)
+		io.WriteString(w, "partial")
+		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	case r.URL.Path == "/reset":
 		conn, _, err := w.(http.Hijacker).Hijack()
@@ -169,6 +176,7 @@ func TestCallClassifies(t *testing.T) {
 		{"/size/11", []Option{MaxBody(10)}, want{status: 200, hold: -1, msg: "exceeds 10 bytes"}},
 		{"/size/10", []Option{MaxBody(10)}, want{ok: true, status: 200, hold: -1}},
 		{"/hang", []Option{Timeout(20 * time.Millisecond)}, want{retryable: true, hold: -1, msg: "no complete response within 20ms (httpx.Timeout)"}},
+		{"/slowbody", []Option{Timeout(20 * time.Millisecond)}, want{status: 200, retryable: true, hold: -1, msg: "reading the response body: no complete response within 20ms (httpx.Timeout)"}},
 		{"/reset", nil, want{retryable: true, hold: -1}},
 		{"/cut", nil, want{status: 200, retryable: true, hold: -1, msg: "reading the response body"}},
 	} {
