@@ -167,6 +167,10 @@ func (c *Ctx) Fail(err error, opts ...ResultOption) Result {
 
 // Error ends this attempt with a retryable error: the run is retried by its
 // retry policy, and goes to the dead letters when the policy is exhausted.
+// If err, or an error it wraps, has a method RetryDelay() time.Duration
+// that returns d > 0 (a downstream's Retry-After, as connector.Error
+// carries it), the retry runs no earlier than d from now, even when the
+// policy's backoff is shorter; the retry count is unchanged.
 func (c *Ctx) Error(err error) Result {
 	if err == nil {
 		err = errors.New("error")

@@ -32,6 +32,9 @@ func baseGraph() importGraph {
 		"testing":                        {"flag", "fmt"},
 		"github.com/prometheus/client_golang/prometheus": {"net/http"},
 		"github.com/example/assert":                      {"testing"},
+		"yella/connector":                                {"net/http", "yella"},
+		"yella/connector/httpx":                          {"net/http", "yella", "yella/connector"},
+		"yella/connector/stripe":                         {"yella/connector", "yella/connector/httpx"},
 	}
 }
 
@@ -84,6 +87,12 @@ func TestImportRulesCatchEachViolation(t *testing.T) {
 			"yella reaches yella/replicate (yella → yella/replicate): only commands wire"},
 		{"a library reaches tooling", [][2]string{{"yella/internal/obs", "yella/internal/tools/crashtest"}},
 			"yella/internal/obs reaches yella/internal/tools/crashtest (yella/internal/obs → yella/internal/tools/crashtest): libraries never reach tooling"},
+		{"the API imports a connector", [][2]string{{"yella/httpapi", "yella/connector/stripe"}},
+			"yella/httpapi reaches yella/connector/stripe (yella/httpapi → yella/connector/stripe): operator edges never reach each other"},
+		{"the engine imports a connector", [][2]string{{"yella", "yella/connector/httpx"}},
+			"yella reaches yella/connector/httpx (yella → yella/connector/httpx): the engine depends only on store and internal helpers"},
+		{"a connector imports a concrete store", [][2]string{{"yella/connector/httpx", "yella/store/sqlitestore"}},
+			"yella/connector/httpx reaches yella/store/sqlitestore (yella/connector/httpx → yella/store/sqlitestore): operator edges never reach a concrete store"},
 		{"a library parses flags", [][2]string{{"yella/internal/obs", "flag"}},
 			"yella/internal/obs reaches flag (yella/internal/obs → flag): only commands and tooling parse flags"},
 	} {

@@ -70,7 +70,10 @@ type idemKeyCtx struct{}
 
 // EffectIdempotencyKey returns, inside an effect body, a key that is the same
 // for every execution of that effect of that run: pass it to the downstream
-// API as its idempotency key.
+// API as its idempotency key. Every effect has one, Idempotent or not: a
+// body that failed (a timeout whose request may have landed) runs again on
+// the next attempt, and a fenced effect that an operator re-runs runs
+// again, both with the same key. Outside an effect body it is "".
 func EffectIdempotencyKey(ctx context.Context) string {
 	s, _ := ctx.Value(idemKeyCtx{}).(string)
 	return s
@@ -113,10 +116,7 @@ func Effect[T any, K EffectKey](c *Ctx, key K, fn func(ctx context.Context) (T, 
 		a.e.publish(a.event(EffectReplayed, func(ev *Event) { ev.EffectKey = k }))
 		return v, nil
 	}
-	ctx := context.Context(c)
-	if o.idempotent {
-		ctx = context.WithValue(ctx, idemKeyCtx{}, idempotencyKey(a.run.ID, k))
-	}
+	ctx := context.WithValue(context.Context(c), idemKeyCtx{}, idempotencyKey(a.run.ID, k))
 	start := a.e.clock.Now()
 	v, ferr := callEffect(ctx, fn)
 	var out json.RawMessage

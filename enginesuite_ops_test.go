@@ -3,6 +3,7 @@ package yella_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -506,6 +507,40 @@ func opsCases() []Case {
 			Expect(h, "still one call", calls.Load(), int32(1))
 			_, err = e2.CompleteEffect(h.Ctx(), id, "str:charge", 1)
 			ExpectCode(h, "second resolve", err, yella.CodeInvalidRunState)
+		}},
+		Case{Name: "Effect/EveryEffectHasAStableKey", Note: "new: every effect body has an EffectIdempotencyKey, the same when a failed body runs again", Fn: func(h *H) {
+			var keys []string
+			var mu sync.Mutex
+			proc := yella.Process{Name: "a", On: "ev", Run: func(c *yella.Ctx) yella.Result {
+				mu.Lock()
+				keys = append(keys, yella.EffectIdempotencyKey(c)) // outside any effect body
+				mu.Unlock()
+				_, err := yella.Effect(c, "call", func(ctx context.Context) (int, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					keys = append(keys, yella.EffectIdempotencyKey(ctx))
+					if c.Attempt() == 1 {
+						return 0, errors.New("timed out")
+					}
+					return 1, nil
+				})
+				if err != nil {
+					return c.Error(err)
+				}
+				return c.OK(nil)
+			}}
+			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}}, proc)
+			id := h.One(e, "ev", nil)
+			h.Drain(e)
+			Expect(h, "status", h.Run(id).Status, store.StatusCompleted)
+			mu.Lock()
+			defer mu.Unlock()
+			Expect(h, "calls", len(keys), 4)
+			if len(keys) == 4 {
+				Expect(h, "no key outside a body", keys[0]+keys[2], "")
+				Expect(h, "same key on the second run of the body", keys[1], keys[3])
+				ExpectContains(h, "key names the run", keys[1], id)
+			}
 		}},
 		Case{Name: "Effect/IdempotentReRunsWithStableKey", Note: "new: an Idempotent effect found started is re-run with the same idempotency key", Fn: func(h *H) {
 			var calls atomic.Int32

@@ -84,6 +84,38 @@ func retryCases() []Case {
 			Expect(h, "retried", n.Load(), int32(2))
 			Expect(h, "completed", h.Run(id).Status, store.StatusCompleted)
 		}},
+		Case{Name: "Retry/RetryDelayLengthensBackoff", Spec: []int{228}, Note: "an error with RetryDelay() (a downstream's Retry-After) delays its retry past a shorter backoff; fake clock", Fn: func(h *H) {
+			clk := h.Fake()
+			var n atomic.Int32
+			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(time.Millisecond)}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				if n.Add(1) == 1 {
+					return c.Error(fmt.Errorf("call: %w", &retryDelayErr{d: 5 * time.Second}))
+				}
+				return c.OK(nil)
+			}))
+			t0 := clk.Now()
+			id := h.One(e, "ev", nil)
+			h.WaitFor("retry scheduled", func() bool { r := h.Run(id); return r.Status == store.StatusIdle && r.Attempts == 1 })
+			r := h.Run(id)
+			Expect(h, "retry at", r.RetryAt.Equal(t0.Add(5*time.Second)), true)
+			Expect(h, "retry at (unix ms)", r.RetryAt.UnixMilli()-t0.UnixMilli(), int64(5000))
+			drained := make(chan error, 1)
+			go func() { drained <- e.Drain(h.Ctx()) }()
+			clk.Advance(time.Second) // far past the 1 ms backoff
+			time.Sleep(10 * time.Millisecond)
+			select {
+			case <-drained:
+				h.Fatal("drain returned before the delayed retry ran")
+			default:
+			}
+			Expect(h, "not yet", n.Load(), int32(1))
+			clk.Advance(4 * time.Second)
+			Expect(h, "drain", <-drained, nil)
+			Expect(h, "retried", n.Load(), int32(2))
+			r = h.Run(id)
+			Expect(h, "completed", r.Status, store.StatusCompleted)
+			Expect(h, "attempts", r.Attempts, 2)
+		}},
 		Case{Name: "Retry/ProcessPolicyOverridesEngine", Spec: []int{230}, Fn: func(h *H) {
 			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}},
 				yella.Process{Name: "a", On: "ev", Retry: &yella.Retry{Max: 3, Backoff: yella.Fixed(0)}, Run: func(c *yella.Ctx) yella.Result { return c.Error(errors.New("x")) }})
@@ -177,3 +209,10 @@ func retryCases() []Case {
 		}},
 	}
 }
+
+// retryDelayErr asks for its retry to wait d, as a connector's error
+// carrying a downstream's Retry-After does.
+type retryDelayErr struct{ d time.Duration }
+
+func (e *retryDelayErr) Error() string             { return "slow down" }
+func (e *retryDelayErr) RetryDelay() time.Duration { return e.d }

@@ -250,6 +250,9 @@ func (a *attempt) decide(res Result, fenced bool, now time.Time) *change {
 	}
 	thrown := func(err error, code Code) *change {
 		act, retryAt := e.failure(a.proc, a.run.Attempts, false, now)
+		if d := retryDelay(err); act == store.ActionRetryLater && d > 0 {
+			retryAt = later(retryAt, now.Add(d))
+		}
 		u.RetryAt = retryAt
 		return failed(act, err, code)
 	}

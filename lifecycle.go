@@ -215,6 +215,40 @@ func (e *Engine) failure(p *registered, attempts int, abandoned bool, now time.T
 	return store.ActionFail, time.Time{}
 }
 
+// retryDelay is the longest delay that err, or an error it wraps, asks of
+// the retry through a RetryDelay() time.Duration method (a downstream's
+// Retry-After, carried by a connector's error), or 0.
+func retryDelay(err error) time.Duration {
+	var d time.Duration
+	var walk func(error, int)
+	walk = func(err error, depth int) {
+		if err == nil || depth > 100 {
+			return
+		}
+		if rd, ok := err.(interface{ RetryDelay() time.Duration }); ok {
+			d = max(d, rd.RetryDelay())
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap(), depth+1)
+		case interface{ Unwrap() []error }:
+			for _, w := range u.Unwrap() {
+				walk(w, depth+1)
+			}
+		}
+	}
+	walk(err, 0)
+	return d
+}
+
+// later returns the later of t and u.
+func later(t, u time.Time) time.Time {
+	if u.After(t) {
+		return u
+	}
+	return t
+}
+
 // abandonment decides the change of a run whose attempt is gone: one
 // attempt counted, retried within the retry budget, else dead-lettered.
 // reclaim marks the sweeper's reclaim of a lease whose holder is gone,

@@ -106,6 +106,12 @@ func (o Overflow) String() string {
 // Retry is a retry policy for thrown errors (Ctx.Error, a returned error, a
 // panic or a timeout) and for abandoned attempts. Failures returned with
 // Ctx.Fail are never retried.
+//
+// A thrown error may lengthen the delay before its retry: when it, or an
+// error it wraps, has a method RetryDelay() time.Duration returning d > 0,
+// the retry waits the longer of the backoff and d (a downstream that asked
+// callers to wait, with Retry-After, is not called again sooner). Max and
+// the dead letters are unaffected.
 type Retry struct {
 	// Max is the number of retries after the first attempt. 0 means a first
 	// failure is final (and the run goes to the dead letters).

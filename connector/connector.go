@@ -136,3 +136,7 @@ func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	}
 	return max(t.Sub(now), 0), true
 }
+
+// RetryDelay returns RetryAfter: the engine schedules the retry of a run
+// whose attempt ended with this error (c.Error) no earlier than that.
+func (e *Error) RetryDelay() time.Duration { return e.RetryAfter }

@@ -192,6 +192,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Retry/ExhaustedToDeadLetter"), retryModel},
 	},
 	{
+		Name:      "retry-delay-ignored",
+		Guarantee: "a thrown error's RetryDelay (a downstream's Retry-After) delays its retry past a shorter backoff",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "if d := retryDelay(err); act == store.ActionRetryLater && d > 0 {",
+			New:  "if d := retryDelay(err); act == store.ActionRetryLater && d < 0 {",
+		}},
+		Tests: []Test{memConf("Retry/RetryDelayLengthensBackoff")},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{

@@ -22,6 +22,9 @@ var fuzzTargets = []struct{ pkg, name string }{
 	{"./internal/tools/bench", "FuzzParseScale"},
 	{"./internal/tools/bench", "FuzzSelect"},
 	{"./internal/tools/report", "FuzzReport"},
+	{"./connector/httpx", "FuzzFinish"},
+	{"./connector/stripe", "FuzzClassify"},
+	{"./connector/slack", "FuzzClassify"},
 }
 
 var execsRE = regexp.MustCompile(`execs: (\d+)`)
