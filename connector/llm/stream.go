@@ -92,7 +92,6 @@ type assembler struct {
 	calls   map[int]*ToolCall
 	last    int // index of the tool call a delta without index continues
 	onDelta func(string)
-	done    bool // [DONE] seen
 }
 
 func newAssembler(onDelta func(string)) *assembler {
