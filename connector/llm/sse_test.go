@@ -37,6 +37,7 @@ func TestSSEReader(t *testing.T) {
 		{"mixed endings", "data: a\r\n\ndata: b\r\r\n", []sseEvent{{"", "a"}, {"", "b"}}, io.EOF},
 		{"no space after colon", "data:a\n\n", []sseEvent{{"", "a"}}, io.EOF},
 		{"only one space stripped", "data:  a \n\n", []sseEvent{{"", " a "}}, io.EOF},
+		{"multi-line event with CRLF", "data: a\r\ndata: b\r\n\r\n", []sseEvent{{"", "a\nb"}}, io.EOF},
 		{"multi-line event", "data: {\"a\":\ndata: 1}\n\n", []sseEvent{{"", "{\"a\":\n1}"}}, io.EOF},
 		{"comments and other fields", ": keep-alive\nid: 7\nretry: 10\nevent: delta\ndata: x\n\n:\n\n", []sseEvent{{"delta", "x"}}, io.EOF},
 		{"event name reset after dispatch", "event: error\ndata: x\n\ndata: y\n\n", []sseEvent{{"error", "x"}, {"", "y"}}, io.EOF},
