@@ -18,6 +18,8 @@ type boundedReader struct {
 	n int64
 }
 
+// Read reads from the underlying reader, failing with errTooLarge once the
+// bound is passed.
 func (b *boundedReader) Read(p []byte) (int, error) {
 	if b.n <= 0 {
 		// One more byte tells a stream of exactly n bytes from a longer one.
