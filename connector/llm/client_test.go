@@ -434,3 +434,31 @@ func TestConnectionRefused(t *testing.T) {
 		t.Errorf("error %v, want a retryable connector.Error without status", err)
 	}
 }
+
+// With IdleTimeout, a server that goes silent (before its headers, or
+// half-way through the stream) fails the call as retryable.
+func TestIdleTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before func(w http.ResponseWriter)
+	}{
+		{"before the headers", func(http.ResponseWriter) {}},
+		{"mid-stream", func(w http.ResponseWriter) { stream(w, text("Hel")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := newFake(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+				tc.before(w)
+				<-r.Context().Done() // silent until the client gives up
+			})
+			cl := newClient(t, llm.Config{BaseURL: fake.URL, IdleTimeout: 50 * time.Millisecond})
+			got, err := cl.Complete(context.Background(), hello)
+			var e *connector.Error
+			if !errors.As(err, &e) || e.Code != "idle_timeout" || !e.Retryable || !strings.Contains(err.Error(), "llm.Config.IdleTimeout") {
+				t.Errorf("got %+v, %v; want a retryable idle_timeout error", got, err)
+			}
+		})
+	}
+	if _, err := llm.New(llm.Config{BaseURL: "http://x", IdleTimeout: -1}); err == nil || !strings.Contains(err.Error(), "Config.IdleTimeout") {
+		t.Errorf("a negative IdleTimeout: %v", err)
+	}
+}

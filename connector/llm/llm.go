@@ -68,6 +68,11 @@ type Config struct {
 	// MaxResponseBytes bounds the size of one response (the whole stream).
 	// Defaults to 16 MiB.
 	MaxResponseBytes int64
+	// IdleTimeout, if positive, bounds the wait for the response's headers
+	// and then for each next piece of the stream: a server silent that
+	// long fails the call (retryable, code "idle_timeout"). Off by
+	// default: some models think for minutes before their first token.
+	IdleTimeout time.Duration
 }
 
 // Client calls one chat completions API. It is safe for concurrent use.
@@ -87,6 +92,9 @@ func New(cfg Config) (*Client, error) {
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("llm: Config.BaseURL %q is not an http or https URL", cfg.BaseURL)
+	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("llm: Config.IdleTimeout %v is negative", cfg.IdleTimeout)
 	}
 	if cfg.MaxResponseBytes < 0 {
 		return nil, fmt.Errorf("llm: Config.MaxResponseBytes %d is negative", cfg.MaxResponseBytes)
@@ -130,6 +138,8 @@ func (cl *Client) Complete(ctx context.Context, req Request) (Completion, error)
 	if err != nil {
 		return Completion{}, &connector.Error{Op: op, Code: "invalid_request", Err: err}
 	}
+	ctx, idle := cl.watchIdle(ctx)
+	defer idle.stop()
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, cl.endpoint, bytes.NewReader(body))
 	if err != nil {
 		return Completion{}, &connector.Error{Op: op, Err: err}
@@ -150,9 +160,10 @@ func (cl *Client) Complete(ctx context.Context, req Request) (Completion, error)
 	resp, err := cl.http.Do(hreq)
 	if err != nil {
 		cl.count(req.Model, "retryable")
-		return Completion{}, &connector.Error{Op: op, Retryable: true, Err: err}
+		return Completion{}, idle.classify(&connector.Error{Op: op, Retryable: true, Err: err})
 	}
 	defer resp.Body.Close()
+	resp.Body = idle.body(resp.Body)
 	if resp.StatusCode != http.StatusOK {
 		e := cl.statusError(op, resp)
 		cl.count(req.Model, outcome(e))
@@ -165,6 +176,7 @@ func (cl *Client) Complete(ctx context.Context, req Request) (Completion, error)
 		if errors.As(err, &se) {
 			e.Code, e.Retryable = se.code, !se.permanent
 		}
+		e = idle.classify(e)
 		cl.count(req.Model, outcome(e))
 		return Completion{}, e
 	}
@@ -174,6 +186,66 @@ func (cl *Client) Complete(ctx context.Context, req Request) (Completion, error)
 		m.record(req.Model, comp)
 	}
 	return comp, nil
+}
+
+// errIdle is the cause of a call cancelled by Config.IdleTimeout.
+var errIdle = errors.New("no data from the server within llm.Config.IdleTimeout")
+
+// idleWatch cancels a call when the server stays silent for
+// Config.IdleTimeout; every piece of the body read pushes the deadline on.
+type idleWatch struct {
+	d      time.Duration
+	timer  *time.Timer
+	cancel context.CancelCauseFunc
+	ctx    context.Context
+}
+
+func (cl *Client) watchIdle(ctx context.Context) (context.Context, *idleWatch) {
+	w := &idleWatch{d: cl.cfg.IdleTimeout}
+	if w.d <= 0 {
+		return ctx, w
+	}
+	w.ctx, w.cancel = context.WithCancelCause(ctx)
+	w.timer = time.AfterFunc(w.d, func() { w.cancel(errIdle) })
+	return w.ctx, w
+}
+
+func (w *idleWatch) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.cancel(nil)
+	}
+}
+
+// body wraps a response body so that each read that returns data pushes
+// the deadline on.
+func (w *idleWatch) body(b io.ReadCloser) io.ReadCloser {
+	if w.timer == nil {
+		return b
+	}
+	return &idleBody{ReadCloser: b, w: w}
+}
+
+// classify marks an error caused by the idle timeout as such.
+func (w *idleWatch) classify(e *connector.Error) *connector.Error {
+	if w.timer != nil && errors.Is(context.Cause(w.ctx), errIdle) {
+		e.Code, e.Retryable, e.Err = "idle_timeout", true, errIdle
+	}
+	return e
+}
+
+type idleBody struct {
+	io.ReadCloser
+	w *idleWatch
+}
+
+// Read reads from the body and, when it got data, restarts the idle timer.
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.w.timer.Reset(b.w.d)
+	}
+	return n, err
 }
 
 // read reads a 200 response: an event stream, or one JSON object from a
