@@ -130,3 +130,26 @@ func FuzzSSE(f *testing.F) {
 		}
 	})
 }
+
+// FuzzReadStream: whatever a server sends, reading it never panics; a
+// stream is accepted only if it ended with [DONE] and named a finish
+// reason, and the text OnDelta saw is the completion's text.
+func FuzzReadStream(f *testing.F) {
+	f.Add([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\"},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":2,\"id\":\"a\",\"function\":{\"name\":\"f\",\"arguments\":\"{\"}},{\"function\":{\"arguments\":\"}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"))
+	f.Add([]byte("event: error\ndata: {\"error\":{\"message\":\"x\",\"code\":7}}\n\n"))
+	f.Add([]byte("data: {\"usage\":{\"prompt_tokens\":-1},\"error\":null}\r\n\r\ndata: [DONE]\r\n\r\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		var seen strings.Builder
+		c, err := readStream(bytes.NewReader(in), 4096, func(s string) { seen.WriteString(s) })
+		if err != nil {
+			return
+		}
+		if c.FinishReason == "" || !bytes.Contains(in, []byte("[DONE]")) {
+			t.Fatalf("accepted a stream without [DONE] or a finish reason: %+v", c)
+		}
+		if seen.String() != c.Message.Content {
+			t.Fatalf("OnDelta saw %q, the completion has %q", seen.String(), c.Message.Content)
+		}
+	})
+}
