@@ -7,6 +7,7 @@ import (
 // Roles of a Message.
 const (
 	RoleSystem    = "system"
+	RoleDeveloper = "developer" // OpenAI's newer name for system instructions
 	RoleUser      = "user"
 	RoleAssistant = "assistant"
 	RoleTool      = "tool"
@@ -55,7 +56,8 @@ type Request struct {
 // Message is one message of a conversation: the Request's messages and the
 // Completion's reply.
 type Message struct {
-	// Role is RoleSystem, RoleUser, RoleAssistant or RoleTool.
+	// Role is RoleSystem, RoleDeveloper, RoleUser, RoleAssistant or
+	// RoleTool.
 	Role string `json:"role"`
 	// Content is the text of the message. An assistant message that only
 	// calls tools has none (sent as null).

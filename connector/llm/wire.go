@@ -45,7 +45,7 @@ func encodeRequest(req Request) ([]byte, error) {
 	}
 	for i, m := range req.Messages {
 		switch m.Role {
-		case RoleSystem, RoleUser, RoleAssistant, RoleTool, "developer":
+		case RoleSystem, RoleDeveloper, RoleUser, RoleAssistant, RoleTool:
 		default:
 			return nil, fmt.Errorf("message %d has role %q (want system, developer, user, assistant or tool)", i, m.Role)
 		}

@@ -109,7 +109,7 @@ func run(args []string, out io.Writer) error {
 		Prices:  map[string]llm.Price{*model: {Input: *priceIn, Output: *priceOut}},
 	})
 	if err != nil {
-		return fmt.Errorf("-base-url: %w", err)
+		return fmt.Errorf("-base-url %q is not an http or https URL", *baseURL)
 	}
 
 	st, err := sqlitestore.Open(*dbPath, sqlitestore.Options{})
