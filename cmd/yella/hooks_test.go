@@ -99,16 +99,22 @@ func writeFile(t *testing.T, content string) string {
 // TestServeWebhooks starts "yella serve" as a real process with a token
 // and a Stripe source, and posts a signed event twice and a tampered one
 // without the token: exactly one run is admitted, each request is counted
-// on /metrics, and the rest of the server still needs the token.
+// on /metrics, and the rest of the server still needs the token. Then the
+// server is killed with SIGKILL and started again on the database: the
+// provider's next retry of the event still admits nothing.
 func TestServeWebhooks(t *testing.T) {
 	const token, secret = "test-token-0123456789", "whsec_serve_test"
 	db := filepath.Join(t.TempDir(), "hooks.db")
-	srv, base := serveProc(t, []string{"YELLA_TOKEN=" + token, "TEST_STRIPE_SECRET=" + secret},
-		"--db", db, "--addr", "127.0.0.1:0", "--demo=false",
-		"--hook", "stripe=stripe:payment:received,secret-env=TEST_STRIPE_SECRET,process=billing")
-	if base == "" {
-		t.Fatalf("serve did not start:\n%s", srv.out.text())
+	launch := func() (*child, string) {
+		srv, base := serveProc(t, []string{"YELLA_TOKEN=" + token, "TEST_STRIPE_SECRET=" + secret},
+			"--db", db, "--addr", "127.0.0.1:0", "--demo=false",
+			"--hook", "stripe=stripe:payment:received,secret-env=TEST_STRIPE_SECRET,process=billing")
+		if base == "" {
+			t.Fatalf("serve did not start:\n%s", srv.out.text())
+		}
+		return srv, base
 	}
+	srv, base := launch()
 	if !strings.Contains(srv.out.text(), "/hooks/stripe (stripe → payment:received)") {
 		t.Errorf("the summary does not list the hook:\n%s", srv.out.text())
 	}
@@ -149,22 +155,26 @@ func TestServeWebhooks(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
+	oneRun := func(when string) {
+		t.Helper()
+		code, out := get("/api/runs?event=payment:received", true)
+		var page struct {
+			Runs []struct {
+				Process, Status, IdempotencyKey string
+				Payload                         json.RawMessage
+			}
+		}
+		if code != 200 || json.Unmarshal([]byte(out), &page) != nil {
+			t.Fatalf("%s: runs: %d %s", when, code, out)
+		}
+		if len(page.Runs) != 1 || page.Runs[0].Process != "billing" || page.Runs[0].IdempotencyKey != "stripe:evt_serve_1" {
+			t.Fatalf("%s: want one run of billing under stripe:evt_serve_1, got %s", when, out)
+		}
+	}
 	if code, _ := get("/api/runs?event=payment:received", false); code != http.StatusUnauthorized {
 		t.Errorf("the API without the token: %d", code)
 	}
-	code, out := get("/api/runs?event=payment:received", true)
-	var page struct {
-		Runs []struct {
-			Process, Status, IdempotencyKey string
-			Payload                         json.RawMessage
-		}
-	}
-	if code != 200 || json.Unmarshal([]byte(out), &page) != nil {
-		t.Fatalf("runs: %d %s", code, out)
-	}
-	if len(page.Runs) != 1 || page.Runs[0].Process != "billing" || page.Runs[0].IdempotencyKey != "stripe:evt_serve_1" {
-		t.Fatalf("want one run of billing under stripe:evt_serve_1, got %s", out)
-	}
+	oneRun("after three deliveries")
 	_, metrics := get("/metrics", true)
 	for _, want := range []string{
 		`yella_webhook_requests_total{outcome="admitted",source="stripe"} 1`,
@@ -175,6 +185,13 @@ func TestServeWebhooks(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+
+	srv.stop(t, syscall.SIGKILL)
+	srv, base = launch()
+	if code := deliver(body, body); code != http.StatusOK {
+		t.Fatalf("retry after SIGKILL and restart: %d\n%s", code, srv.out.text())
+	}
+	oneRun("after the restart")
 	if err := srv.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("serve exited with %v:\n%s", err, srv.out.text())
 	}
