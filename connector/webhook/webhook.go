@@ -74,8 +74,10 @@ type Options struct {
 	// 503 with Retry-After, which providers retry. Defaults to
 	// DefaultMaxInFlight (64).
 	MaxInFlight int
-	// Logger receives refused requests (info) and failed admissions
-	// (warn). Defaults to discarding them.
+	// Logger receives refused requests: at debug level the sender's
+	// mistakes (bad signatures, stale timestamps, ...), as warnings what
+	// the receiver must fix (no process listens, an admission failed).
+	// Defaults to discarding them.
 	Logger *slog.Logger
 	// Now is the clock signed timestamps are checked against. Defaults to
 	// time.Now.
@@ -335,11 +337,14 @@ func payloadOf(contentType string, body []byte) (any, *refusal) {
 // refuse answers an error as the HTTP API does, and counts it.
 func (h *Handler) refuse(w http.ResponseWriter, source string, ref *refusal) {
 	h.metrics.add(source, ref.outcome)
+	// The sender's mistakes are counted and logged at debug level only, so
+	// that a scan of the endpoint cannot flood the log; what an operator
+	// must fix (no listener, an admission that failed) is a warning.
+	level := slog.LevelDebug
 	if ref.status >= 500 || ref.outcome == OutcomeUnroutable {
-		h.opts.Logger.Warn("webhook refused", "source", source, "status", ref.status, "outcome", ref.outcome, "msg", ref.msg)
-	} else {
-		h.opts.Logger.Info("webhook refused", "source", source, "status", ref.status, "outcome", ref.outcome, "msg", ref.msg)
+		level = slog.LevelWarn
 	}
+	h.opts.Logger.Log(context.Background(), level, "webhook refused", "source", source, "status", ref.status, "outcome", ref.outcome, "msg", ref.msg)
 	data, _ := json.Marshal(map[string]map[string]string{"error": {"code": strings.ToUpper(strings.ReplaceAll(ref.outcome, "-", "_")), "message": ref.msg}})
 	writeJSON(w, ref.status, data)
 }
