@@ -149,7 +149,8 @@ type Response struct {
 type refusal struct {
 	status  int
 	outcome string
-	msg     string
+	msg     string // for the sender
+	err     error  // for the log only: what the sender is not told
 }
 
 // ServeHTTP implements http.Handler.
@@ -164,11 +165,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		h.refuse(w, name, &refusal{http.StatusMethodNotAllowed, OutcomeMethodNotAllowed, r.Method + " is not allowed: webhooks are POSTed"})
+		h.refuse(w, name, &refusal{http.StatusMethodNotAllowed, OutcomeMethodNotAllowed, r.Method + " is not allowed: webhooks are POSTed", nil})
 		return
 	}
 	if !known {
-		h.refuse(w, name, &refusal{http.StatusNotFound, OutcomeUnknownSource, "no webhook source is configured at " + r.URL.Path})
+		h.refuse(w, name, &refusal{http.StatusNotFound, OutcomeUnknownSource, "no webhook source is configured at " + r.URL.Path, nil})
 		return
 	}
 	select {
@@ -177,7 +178,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		w.Header().Set("Retry-After", "1")
 		h.refuse(w, name, &refusal{http.StatusServiceUnavailable, OutcomeBusy,
-			fmt.Sprintf("%d webhook requests are in progress, the most handled at once; try again in a second", cap(h.slots))})
+			fmt.Sprintf("%d webhook requests are in progress, the most handled at once; try again in a second", cap(h.slots)), nil})
 		return
 	}
 	ok, ref := h.handle(r, name, src)
@@ -213,12 +214,12 @@ func (h *Handler) handle(r *http.Request, name string, src Source) (answer, *ref
 		return answer{http.StatusOK, OutcomeHandshake, d.Reply}, nil
 	}
 	if d.ID == "" {
-		return answer{}, &refusal{http.StatusBadRequest, OutcomeMalformed, "the delivery has no event id"}
+		return answer{}, &refusal{http.StatusBadRequest, OutcomeMalformed, "the delivery has no event id", nil}
 	}
 	event := src.Event
 	if strings.Contains(event, TypePlaceholder) {
 		if d.Type == "" {
-			return answer{}, &refusal{http.StatusBadRequest, OutcomeMalformed, "the delivery has no event type for " + TypePlaceholder + " in " + event}
+			return answer{}, &refusal{http.StatusBadRequest, OutcomeMalformed, "the delivery has no event type for " + TypePlaceholder + " in " + event, nil}
 		}
 		event = strings.ReplaceAll(event, TypePlaceholder, d.Type)
 	}
@@ -228,15 +229,13 @@ func (h *Handler) handle(r *http.Request, name string, src Source) (answer, *ref
 	}
 	em, err := h.em.Emit(r.Context(), event, payload, yella.IdempotencyKey(name+":"+d.ID))
 	if err != nil {
-		return answer{}, h.emitRefusal(name, event, err)
+		return answer{}, h.emitRefusal(event, err)
 	}
 	if len(em.Dropped) > 0 {
 		// A process dropped at its cap does not consume the key: the
 		// provider's retry admits it, and finds the others' runs.
-		h.opts.Logger.Warn("webhook: event dropped at a concurrency cap; answered 503 so the provider retries",
-			"source", name, "event", event, "id", d.ID, "dropped", em.Dropped)
 		return answer{}, &refusal{http.StatusServiceUnavailable, OutcomeAtCapacity,
-			"dropped for " + strings.Join(em.Dropped, ", ") + " (at the concurrency cap); retry later"}
+			"dropped for " + strings.Join(em.Dropped, ", ") + " (at the concurrency cap); retry later", nil}
 	}
 	resp := Response{Source: name, Event: event, ID: d.ID, Runs: em.Runs, Existing: em.Existing}
 	if resp.Runs == nil {
@@ -244,7 +243,7 @@ func (h *Handler) handle(r *http.Request, name string, src Source) (answer, *ref
 	}
 	data, err := json.Marshal(resp)
 	if err != nil {
-		return answer{}, &refusal{http.StatusInternalServerError, OutcomeEmitFailed, err.Error()}
+		return answer{}, &refusal{http.StatusInternalServerError, OutcomeEmitFailed, err.Error(), nil}
 	}
 	if len(em.Runs) == 0 {
 		return answer{http.StatusOK, OutcomeDuplicate, data}, nil
@@ -255,7 +254,7 @@ func (h *Handler) handle(r *http.Request, name string, src Source) (answer, *ref
 // read reads the body up to MaxBody; never more than one byte past it.
 func (h *Handler) read(r *http.Request) ([]byte, *refusal) {
 	tooLarge := &refusal{http.StatusRequestEntityTooLarge, OutcomeTooLarge,
-		fmt.Sprintf("the body is larger than %d bytes, the most this endpoint reads", h.opts.MaxBody)}
+		fmt.Sprintf("the body is larger than %d bytes, the most this endpoint reads", h.opts.MaxBody), nil}
 	if r.ContentLength > h.opts.MaxBody {
 		return nil, tooLarge
 	}
@@ -265,7 +264,7 @@ func (h *Handler) read(r *http.Request) ([]byte, *refusal) {
 	case errors.As(err, &mbe):
 		return nil, tooLarge
 	case err != nil:
-		return nil, &refusal{http.StatusBadRequest, OutcomeMalformed, "reading the body: " + err.Error()}
+		return nil, &refusal{http.StatusBadRequest, OutcomeMalformed, "reading the body: " + err.Error(), nil}
 	case int64(len(body)) > h.opts.MaxBody:
 		return nil, tooLarge
 	}
@@ -276,32 +275,30 @@ func (h *Handler) read(r *http.Request) ([]byte, *refusal) {
 func verifyRefusal(err error) *refusal {
 	switch {
 	case errors.Is(err, ErrMissingHeader):
-		return &refusal{http.StatusBadRequest, OutcomeMissingHeader, err.Error()}
+		return &refusal{http.StatusBadRequest, OutcomeMissingHeader, err.Error(), nil}
 	case errors.Is(err, ErrMalformed):
-		return &refusal{http.StatusBadRequest, OutcomeMalformed, err.Error()}
+		return &refusal{http.StatusBadRequest, OutcomeMalformed, err.Error(), nil}
 	case errors.Is(err, ErrStale):
-		return &refusal{http.StatusUnauthorized, OutcomeStale, err.Error()}
+		return &refusal{http.StatusUnauthorized, OutcomeStale, err.Error(), nil}
 	case errors.Is(err, ErrBadSignature):
-		return &refusal{http.StatusUnauthorized, OutcomeBadSignature, err.Error()}
+		return &refusal{http.StatusUnauthorized, OutcomeBadSignature, err.Error(), nil}
 	}
-	return &refusal{http.StatusUnauthorized, OutcomeBadSignature, "not authenticated: " + err.Error()}
+	return &refusal{http.StatusUnauthorized, OutcomeBadSignature, "not authenticated: " + err.Error(), nil}
 }
 
 // emitRefusal maps a failed Emit to its answer: the sender's mistakes are
 // 4xx (a retry would fail the same way), the receiver's 503 (a retry may
 // succeed).
-func (h *Handler) emitRefusal(name, event string, err error) *refusal {
+func (h *Handler) emitRefusal(event string, err error) *refusal {
 	switch yella.CodeOf(err) {
 	case yella.CodeUnknownEvent:
-		h.opts.Logger.Warn("webhook: no process listens to the event", "source", name, "event", event)
-		return &refusal{http.StatusUnprocessableEntity, OutcomeUnroutable, fmt.Sprintf("no process listens to %q here", event)}
+		return &refusal{http.StatusUnprocessableEntity, OutcomeUnroutable, fmt.Sprintf("no process listens to %q here", event), nil}
 	case yella.CodePayloadTooLarge:
-		return &refusal{http.StatusRequestEntityTooLarge, OutcomeTooLarge, err.Error()}
+		return &refusal{http.StatusRequestEntityTooLarge, OutcomeTooLarge, err.Error(), nil}
 	case yella.CodeInvalidPayload:
-		return &refusal{http.StatusBadRequest, OutcomeMalformed, err.Error()}
+		return &refusal{http.StatusBadRequest, OutcomeMalformed, err.Error(), nil}
 	}
-	h.opts.Logger.Warn("webhook: admission failed", "source", name, "event", event, "err", err)
-	return &refusal{http.StatusServiceUnavailable, OutcomeEmitFailed, "the event could not be admitted now; retry later"}
+	return &refusal{http.StatusServiceUnavailable, OutcomeEmitFailed, "the event could not be admitted now; retry later", err}
 }
 
 // payloadOf turns a verified body into the emitted payload (see the
@@ -313,7 +310,7 @@ func payloadOf(contentType string, body []byte) (any, *refusal) {
 	if mt, _, _ := mime.ParseMediaType(contentType); mt == "application/x-www-form-urlencoded" {
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
-			return nil, &refusal{http.StatusBadRequest, OutcomeMalformed, "the form-encoded body does not parse: " + err.Error()}
+			return nil, &refusal{http.StatusBadRequest, OutcomeMalformed, "the form-encoded body does not parse: " + err.Error(), nil}
 		}
 		fields := make(map[string]any, len(form))
 		for k, vs := range form {
@@ -331,7 +328,7 @@ func payloadOf(contentType string, body []byte) (any, *refusal) {
 	if utf8.Valid(body) {
 		return string(body), nil
 	}
-	return nil, &refusal{http.StatusUnsupportedMediaType, OutcomeMalformed, "the body is neither JSON, a form nor UTF-8 text"}
+	return nil, &refusal{http.StatusUnsupportedMediaType, OutcomeMalformed, "the body is neither JSON, a form nor UTF-8 text", nil}
 }
 
 // refuse answers an error as the HTTP API does, and counts it.
@@ -344,7 +341,11 @@ func (h *Handler) refuse(w http.ResponseWriter, source string, ref *refusal) {
 	if ref.status >= 500 || ref.outcome == OutcomeUnroutable {
 		level = slog.LevelWarn
 	}
-	h.opts.Logger.Log(context.Background(), level, "webhook refused", "source", source, "status", ref.status, "outcome", ref.outcome, "msg", ref.msg)
+	attrs := []any{"source", source, "status", ref.status, "outcome", ref.outcome, "msg", ref.msg}
+	if ref.err != nil {
+		attrs = append(attrs, "err", ref.err)
+	}
+	h.opts.Logger.Log(context.Background(), level, "webhook refused", attrs...)
 	data, _ := json.Marshal(map[string]map[string]string{"error": {"code": strings.ToUpper(strings.ReplaceAll(ref.outcome, "-", "_")), "message": ref.msg}})
 	writeJSON(w, ref.status, data)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -292,7 +293,8 @@ func TestAdmissionFailures(t *testing.T) {
 		{"invalid payload", yella.Emission{}, &yella.Error{Code: yella.CodeInvalidPayload}, 400, OutcomeMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHandler(t, &fakeEmitter{em: tc.em, err: tc.err}, Options{})
+			var log bytes.Buffer
+			h := newHandler(t, &fakeEmitter{em: tc.em, err: tc.err}, Options{Logger: slog.New(slog.NewTextHandler(&log, nil))})
 			w := post(h, "POST", "/hooks/stripe", body, stripeReq("whsec_test", testNow.Unix(), body))
 			if w.Code != tc.status || count(h, tc.outcome) != 1 {
 				t.Fatalf("status %d (want %d), counts %v: %s", w.Code, tc.status, h.Counts(), w.Body)
@@ -302,6 +304,9 @@ func TestAdmissionFailures(t *testing.T) {
 			}
 			if strings.Contains(w.Body.String(), "disk I/O") {
 				t.Fatalf("an internal error reached the sender: %s", w.Body)
+			}
+			if tc.status == 503 && (!strings.Contains(log.String(), "level=WARN") || tc.err != nil && !strings.Contains(log.String(), tc.err.Error())) {
+				t.Fatalf("the operator is not told: %q", log.String())
 			}
 		})
 	}
