@@ -25,7 +25,7 @@ var testNow = time.Unix(1_700_000_000, 0)
 
 // engine is an engine with one process per event, never started: Emit
 // admits, and the runs stay queued for inspection.
-func engine(t *testing.T, events ...string) *yella.Engine {
+func engine(t testing.TB, events ...string) *yella.Engine {
 	t.Helper()
 	st := memstore.New()
 	t.Cleanup(func() { st.Close() })
