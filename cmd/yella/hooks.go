@@ -219,6 +219,9 @@ func webhooks(eng *yella.Engine, specs []hookSpec, engineRuns bool, opts webhook
 		case len(s.processes) == 0 && !templated && !listens[s.event]:
 			return nil, usagef("--hook %s: no process listens to %q on this server: name the processes that handle it with "+
 				"process=NAME (their runs wait, idle, until an engine that has them starts on the database)", s.name, s.event)
+		case templated && !anyOfForm(listens, s.event):
+			return nil, usagef("--hook %s: no process on this server listens to an event of the form %q, so every delivery would be refused; "+
+				"give a fixed EVENT with process=NAME", s.name, s.event)
 		}
 		for _, n := range s.processes {
 			err := eng.Register(yella.Process{Name: n, On: s.event, Run: func(c *yella.Ctx) yella.Result {
@@ -231,6 +234,18 @@ func webhooks(eng *yella.Engine, specs []hookSpec, engineRuns bool, opts webhook
 		opts.Sources[s.name] = s.source
 	}
 	return webhook.New(eng, opts)
+}
+
+// anyOfForm reports whether an event in events matches form, whose
+// {type} stands for any non-empty text.
+func anyOfForm(events map[string]bool, form string) bool {
+	before, after, _ := strings.Cut(form, webhook.TypePlaceholder)
+	for ev := range events {
+		if len(ev) > len(before)+len(after) && strings.HasPrefix(ev, before) && strings.HasSuffix(ev, after) {
+			return true
+		}
+	}
+	return false
 }
 
 // hookLines describes the sources for serve's summary.

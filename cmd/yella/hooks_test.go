@@ -77,6 +77,7 @@ func TestHookFlagErrors(t *testing.T) {
 		{[]string{"--demo=false", "--hook", "s=stripe:payment:received,secret-env=TEST_HOOK_SECRET"}, `--hook s: no process listens to "payment:received" on this server: name the processes`},
 		{[]string{"--demo", "--hook", "s=stripe:payment:received,secret-env=TEST_HOOK_SECRET,process=billing"}, "--hook s: process= names processes that run elsewhere"},
 		{[]string{"--demo=false", "--hook", "s=stripe:stripe:{type},secret-env=TEST_HOOK_SECRET,process=billing"}, "--hook s: process= needs a fixed EVENT"},
+		{[]string{"--demo=false", "--hook", "s=stripe:stripe:{type},secret-env=TEST_HOOK_SECRET"}, `--hook s: no process on this server listens to an event of the form "stripe:{type}"`},
 		{[]string{"--read-only", "--hook", "s=stripe:e,secret-env=TEST_HOOK_SECRET"}, "--hook changes the database"},
 	} {
 		args := append([]string{"serve", "--db", db, "--addr", "127.0.0.1:0"}, tc.args...)
@@ -194,5 +195,21 @@ func TestServeWebhooks(t *testing.T) {
 	oneRun("after the restart")
 	if err := srv.stop(t, syscall.SIGTERM); err != nil {
 		t.Fatalf("serve exited with %v:\n%s", err, srv.out.text())
+	}
+}
+
+func TestAnyOfForm(t *testing.T) {
+	events := map[string]bool{"stripe:invoice.paid": true, "github:push:main": true}
+	for form, want := range map[string]bool{
+		"stripe:{type}":             true,
+		"github:{type}:main":        true,
+		"{type}":                    true,
+		"slack:{type}":              false,
+		"stripe:invoice.paid{type}": false, // {type} is never empty
+		"github:{type}:dev":         false,
+	} {
+		if got := anyOfForm(events, form); got != want {
+			t.Errorf("%s: %v, want %v", form, got, want)
+		}
 	}
 }
