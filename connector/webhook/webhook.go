@@ -102,6 +102,7 @@ func New(em Emitter, opts Options) (*Handler, error) {
 		return nil, errors.New("webhook: no Sources")
 	}
 	names := make([]string, 0, len(opts.Sources))
+	sources := make(map[string]Source, len(opts.Sources)) // a copy: the caller's map may change later
 	for name, src := range opts.Sources {
 		if name == "" || strings.Contains(name, "/") {
 			return nil, fmt.Errorf("webhook: source name %q must be non-empty without /", name)
@@ -118,7 +119,9 @@ func New(em Emitter, opts Options) (*Handler, error) {
 			return nil, fmt.Errorf("webhook: source %s has no Event", name)
 		}
 		names = append(names, name)
+		sources[name] = src
 	}
+	opts.Sources = sources
 	if opts.MaxBody <= 0 {
 		opts.MaxBody = DefaultMaxBody
 	}
