@@ -22,6 +22,9 @@ const hookUsage = "admit signed webhooks POSTed to /hooks/NAME, without the toke
 	"process=NAME (repeatable: the processes that handle EVENT, when this server runs none of them; their runs wait for an engine that has them), " +
 	"and for hmac: header=H (required), prefix=P, timestamp-header=H, id-header=H, type-header=H"
 
+// hookFileUsage is the help of --hook-file.
+const hookFileUsage = "read more --hook values from `FILE`, one per line (blank lines and lines starting with # are skipped)"
+
 // hookFlags collects the values of --hook.
 type hookFlags []string
 
@@ -45,14 +48,43 @@ type hookSpec struct {
 // hookKinds are the KIND values of --hook.
 var hookKinds = []string{"stripe", "github", "slack", "hmac"}
 
-// parseHooks parses every --hook, reading the secrets from the
-// environment and files. Every error names the flag and the source.
-func parseHooks(values []string, getenv func(string) string) ([]hookSpec, error) {
+// hookFileValues reads the --hook values of a --hook-file, each with the
+// place it came from for error messages.
+func hookFileValues(path string) (values, places []string, err error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, usagef("--hook-file: %v", err)
+	}
+	for i, line := range strings.Split(string(data), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			values = append(values, line)
+			places = append(places, fmt.Sprintf("--hook-file %s line %d: ", path, i+1))
+		}
+	}
+	return values, places, nil
+}
+
+// parseHooks parses every --hook, then the lines of the --hook-file if
+// file is not "", reading the secrets from the environment and files.
+// Every error names the flag and the source.
+func parseHooks(flags []string, file string, getenv func(string) string) ([]hookSpec, error) {
+	values := append([]string(nil), flags...)
+	places := make([]string, len(flags))
+	if file != "" {
+		fv, fp, err := hookFileValues(file)
+		if err != nil {
+			return nil, err
+		}
+		values, places = append(values, fv...), append(places, fp...)
+	}
 	var specs []hookSpec
 	seen := map[string]bool{}
-	for _, v := range values {
+	for i, v := range values {
 		s, err := parseHook(v, getenv)
 		if err != nil {
+			if places[i] != "" {
+				return nil, usagef("%s%v", places[i], err)
+			}
 			return nil, err
 		}
 		if seen[s.name] {

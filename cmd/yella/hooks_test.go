@@ -44,16 +44,16 @@ func TestHookFlagErrors(t *testing.T) {
 		{"s=stripe:e,secret-env=GOOD,colour=blue", `--hook s: unknown option "colour"`},
 		{"s=stripe:e,secret-env=GOOD,process=", `--hook s: option "process" needs a value`},
 	} {
-		_, err := parseHooks([]string{tc.value}, getenv)
+		_, err := parseHooks([]string{tc.value}, "", getenv)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "sekrit") {
 			t.Errorf("--hook %s: %v, want …%s…", tc.value, err, tc.want)
 		}
 	}
-	if _, err := parseHooks([]string{"s=stripe:e,secret-env=GOOD", "s=github:f,secret-env=GOOD"}, getenv); err == nil || !strings.Contains(err.Error(), "--hook s: the name is given twice") {
+	if _, err := parseHooks([]string{"s=stripe:e,secret-env=GOOD", "s=github:f,secret-env=GOOD"}, "", getenv); err == nil || !strings.Contains(err.Error(), "--hook s: the name is given twice") {
 		t.Errorf("duplicate name: %v", err)
 	}
 	specs, err := parseHooks([]string{"gh=github:github:{type},secret-env=GOOD,secret-file=" + writeFile(t, "old\nnew\n"),
-		"x=hmac:thing:made,secret-env=GOOD,header=X-Sig,prefix=sha256=,timestamp-header=X-Ts,id-header=X-Id,tolerance=2m"}, getenv)
+		"x=hmac:thing:made,secret-env=GOOD,header=X-Sig,prefix=sha256=,timestamp-header=X-Ts,id-header=X-Id,tolerance=2m"}, "", getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,6 +64,23 @@ func TestHookFlagErrors(t *testing.T) {
 	if got := specs[1].source.Verifier.(webhook.HMAC); got.Header != want.Header || got.Prefix != want.Prefix || got.TimestampHeader != want.TimestampHeader ||
 		got.IDHeader != want.IDHeader || got.Tolerance != want.Tolerance || specs[1].event != "thing:made" {
 		t.Errorf("hmac spec %+v", got)
+	}
+
+	// A --hook-file adds its lines to the --hook values; its errors name
+	// the file and the line.
+	file := writeFile(t, "# sources\n\nsl=slack:slack:command,secret-env=GOOD\n  gl=github:github:push,secret-env=GOOD  \n")
+	if specs, err := parseHooks([]string{"s=stripe:e,secret-env=GOOD"}, file, getenv); err != nil || len(specs) != 3 || specs[1].name != "sl" || specs[2].name != "gl" {
+		t.Errorf("--hook-file: %v %+v", err, specs)
+	}
+	bad := writeFile(t, "ok=stripe:e,secret-env=GOOD\n\nbad=stripe:e,secret-env=NOPE\n")
+	if _, err := parseHooks(nil, bad, getenv); err == nil || !strings.Contains(err.Error(), "--hook-file "+bad+" line 3: --hook bad: secret-env=NOPE") {
+		t.Errorf("--hook-file error: %v", err)
+	}
+	if _, err := parseHooks(nil, "/nonexistent/hooks", getenv); err == nil || !strings.Contains(err.Error(), "--hook-file: open /nonexistent/hooks") {
+		t.Errorf("--hook-file missing: %v", err)
+	}
+	if _, err := parseHooks([]string{"s=stripe:e,secret-env=GOOD"}, writeFile(t, "s=github:e,secret-env=GOOD\n"), getenv); err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("a name in both: %v", err)
 	}
 
 	// The checks that need the engine: a fixed event must have a
