@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"time"
 	"unicode"
@@ -64,8 +65,11 @@ type Options struct {
 	// MaxBody bounds request bodies in bytes. Defaults to DefaultMaxBody
 	// (2 MiB).
 	MaxBody int64
-	// Open lists more paths served without a token (exact matches) besides
-	// HealthPath.
+	// Open lists more paths served without a token besides HealthPath:
+	// exact matches, or, for an entry ending in "/" (such as "/hooks/"),
+	// every path below it whose cleaned form is still below it (so
+	// "/hooks/../api/runs" is not). Handlers there authenticate requests
+	// their own way, such as webhooks by their signature.
 	Open []string
 	// Prefix is the path the guarded handler is mounted under when the
 	// server strips it first (http.StripPrefix("/yella", guard.Handler(h))):
@@ -244,12 +248,12 @@ func (g *Guard) Handler(h http.Handler) http.Handler {
 	})
 }
 
-func (g *Guard) open(path string) bool {
-	if path == HealthPath {
+func (g *Guard) open(p string) bool {
+	if p == HealthPath {
 		return true
 	}
-	for _, p := range g.opts.Open {
-		if p == path {
+	for _, o := range g.opts.Open {
+		if o == p || strings.HasSuffix(o, "/") && strings.HasPrefix(p, o) && strings.HasPrefix(path.Clean(p), o) {
 			return true
 		}
 	}

@@ -448,3 +448,35 @@ func TestPrefix(t *testing.T) {
 		}
 	}
 }
+
+// An Open entry ending in "/" serves itself and every path below it
+// without a token, but not a path that only looks below it before
+// cleaning; an entry without the slash matches exactly.
+func TestOpenPrefix(t *testing.T) {
+	g, err := New(Options{Token: tok, Open: []string{"/hooks/", "/ping"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		target string
+		want   int
+	}{
+		{"/hooks/stripe", 200},
+		{"/hooks/a/b", 200},
+		{"/ping", 200},
+		{"/ping/x", 401},
+		{"/hooks", 401},
+		{"/hooks/", 200}, // the entry itself
+		{"/hooks/../api/runs", 401},
+		{"/hooks/%2e%2e/api/runs", 401},
+		{"/hooksx/stripe", 401},
+		{"/api/runs", 401},
+	} {
+		r := httptest.NewRequest("POST", "http://127.0.0.1"+c.target, strings.NewReader("{}"))
+		w := httptest.NewRecorder()
+		g.Handler(echo()).ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("%s: status %d, want %d", c.target, w.Code, c.want)
+		}
+	}
+}

@@ -39,6 +39,9 @@ type serveConfig struct {
 	queryTimeout                     time.Duration
 	maxResponse, heavyReads, streams int
 	sessionIdle, sessionMaxAge       time.Duration
+	hooks                            hookFlags  // --hook, as given
+	hookFile                         string     // --hook-file
+	hookSpecs                        []hookSpec // --hook, parsed by validate
 	fs                               *flagSet
 }
 
@@ -95,6 +98,8 @@ func serveFlags(stdout io.Writer) *serveConfig {
 	fs.IntVar(&c.streams, "max-event-streams", httpapi.DefaultMaxSubscribers, "`N` event streams (SSE) served at once; more are answered 503")
 	fs.DurationVar(&c.sessionIdle, "session-idle", httpguard.DefaultSessionIdle, "a browser signed in with the token is signed out after `DURATION` without a request")
 	fs.DurationVar(&c.sessionMaxAge, "session-max-age", httpguard.DefaultSessionMaxAge, "a browser is signed out `DURATION` after signing in, however active")
+	fs.Var(&c.hooks, "hook", hookUsage)
+	fs.StringVar(&c.hookFile, "hook-file", "", hookFileUsage)
 	return c
 }
 
@@ -141,12 +146,15 @@ func (c *serveConfig) validate() error {
 		return err
 	}
 	if c.readOnly {
-		for _, f := range []string{"demo", "retention", "replicate"} {
+		for _, f := range []string{"demo", "retention", "replicate", "hook", "hook-file"} {
 			if flagGiven(c.fs.FlagSet, f) {
 				return usagef("--%s changes the database; it does not go with --read-only", f)
 			}
 		}
 		c.replicate = "" // from the environment: nothing to replicate when nothing is written
+	}
+	if c.hookSpecs, err = parseHooks(c.hooks, c.hookFile, os.Getenv); err != nil {
+		return err
 	}
 	return nil
 }

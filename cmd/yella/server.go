@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/connector/webhook"
 	"github.com/yella-go/yella/dashboard"
 	"github.com/yella-go/yella/httpapi"
 	"github.com/yella-go/yella/httpguard"
@@ -46,6 +47,7 @@ type server struct {
 	rep    *replicate.Replicator
 	eng    *yella.Engine
 	api    *httpapi.API
+	hooks  *webhook.Handler // nil without --hook
 	prom   *prommetrics.Exporter
 	secret string // of the server record; "" when read-only
 }
@@ -138,6 +140,15 @@ func (s *server) handler() (http.Handler, error) {
 		Gatherers: []prometheus.Gatherer{prometheus.DefaultGatherer},
 	}
 	dopts := dashboard.Options{Logger: s.log, ReadTimeout: c.queryTimeout}
+	if len(c.hookSpecs) > 0 {
+		var err error
+		if s.hooks, err = webhooks(s.eng, c.hookSpecs, s.demoOn, webhook.Options{Logger: s.log}); err != nil {
+			return nil, err
+		}
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(s.hooks.Collector())
+		popts.Gatherers = append(popts.Gatherers, reg)
+	}
 	if rep != nil {
 		aopts.Replication = func() httpapi.ReplicationState {
 			st := rep.Status()
@@ -161,11 +172,17 @@ func (s *server) handler() (http.Handler, error) {
 	}
 	gopts := c.guardOptions()
 	gopts.Logger = s.log
+	if s.hooks != nil {
+		gopts.Open = append(gopts.Open, hooksPath) // the signature authenticates
+	}
 	guard, err := httpguard.New(gopts)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
+	if s.hooks != nil {
+		mux.Handle(hooksPath+"{name}", s.hooks) // every method: the handler answers and counts 405
+	}
 	mux.Handle("/api/", s.api)
 	mux.Handle("GET /metrics", s.prom.Handler())
 	mux.Handle("/", dash)
@@ -406,6 +423,9 @@ func (c *serveConfig) summary(out io.Writer, base string, f dbFacts, engineOn bo
 	}
 	line("demo", demoWhy)
 	line("retention", retentionWhy)
+	if len(c.hookSpecs) > 0 {
+		line("webhooks", hookLines(c.hookSpecs))
+	}
 	if tlsOn {
 		line("tls", "on ("+c.tlsCert+")")
 	} else {
