@@ -27,7 +27,7 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 
 // where builds the WHERE clause of a filter, with placeholders only: no
 // input is ever spliced into SQL.
-func where(f *store.RunFilter, statuses []store.Status) (string, []any) {
+func where(schema string, f *store.RunFilter, statuses []store.Status) (string, []any) {
 	var conds []string
 	var args []any
 	arg := func(v any) string {
@@ -53,7 +53,7 @@ func where(f *store.RunFilter, statuses []store.Status) (string, []any) {
 	if f.CorrelationID != "" {
 		// A root's correlation id is stored as NULL (see selChain).
 		p := arg(f.CorrelationID)
-		conds = append(conds, "(correlation_id = "+p+" OR (id = "+p+" AND correlation_id IS NULL))")
+		conds = append(conds, "(correlation_id = "+p+" OR (seq = (SELECT seq FROM "+schema+".run_ids WHERE id = "+p+") AND correlation_id IS NULL))")
 	}
 	if f.After > 0 {
 		op := " < "
@@ -76,7 +76,7 @@ func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error
 	if f.Limit <= 0 {
 		return nil, nil
 	}
-	w, args := where(&f, store.UniqueStatuses(f.Statuses))
+	w, args := where(s.q.schema, &f, store.UniqueStatuses(f.Statuses))
 	order := " ORDER BY seq DESC"
 	if f.Order == store.OldestFirst {
 		order = " ORDER BY seq"
@@ -108,7 +108,7 @@ func (s *Store) CountRuns(ctx context.Context, f store.RunFilter) (int64, error)
 		return 0, err
 	}
 	f.After = 0
-	w, args := where(&f, store.UniqueStatuses(f.Statuses))
+	w, args := where(s.q.schema, &f, store.UniqueStatuses(f.Statuses))
 	var n int64
 	err := s.pool.QueryRow(ctx, "SELECT count(*) FROM "+s.q.schema+".runs"+w, args...).Scan(&n)
 	return n, err

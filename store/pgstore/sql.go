@@ -71,28 +71,34 @@ type queries struct {
 func newQueries(schema string) queries {
 	q := queries{schema: schema}
 	s := func(sql string) string { return strings.ReplaceAll(sql, "$S.", schema+".") }
-	q.insRuns = s(`INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at)
-		SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10
-		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(id, process, ord) ORDER BY i.ord
-		ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING
-		RETURNING seq, id`)
+	q.insRuns = s(`WITH r AS (
+			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at)
+			SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10
+			FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(id, process, ord) ORDER BY i.ord
+			ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING
+			RETURNING seq, id),
+		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
+		SELECT seq, id FROM r`)
 	// The follow-up runs of a batch's attempt ends (no idempotency key, no
 	// bound): one row each, in order.
-	q.insChildren = s(`INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at)
-		SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[])
-			WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, ord) ORDER BY i.ord
-		RETURNING seq, id`)
+	q.insChildren = s(`WITH r AS (
+			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at)
+			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[])
+				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, ord) ORDER BY i.ord
+			RETURNING seq, id),
+		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
+		SELECT seq, id FROM r`)
 	q.selIdem = s(`SELECT ` + runCols + ` FROM $S.runs WHERE event = $1 AND idem_key = $2 AND process = ANY($3)`)
 	q.selKept = s(`SELECT process, run_id, created_at FROM $S.pruned_keys WHERE event = $1 AND key = $2 AND process = ANY($3)`)
-	q.parentExists = s(`SELECT EXISTS (SELECT 1 FROM $S.runs WHERE id = $1)`)
+	q.parentExists = s(`SELECT EXISTS (SELECT 1 FROM $S.run_ids WHERE id = $1)`)
 	q.lockKey = `SELECT pg_advisory_xact_lock($1)`
 	q.activeCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status IN ('idle', 'running') AND process = ANY($1) GROUP BY process`)
 	q.runningCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status = 'running' AND process = ANY($1) GROUP BY process`)
 
 	q.claimIDs = s(`UPDATE $S.runs r SET ` + claimSet + `
-		FROM unnest($4::text[]) WITH ORDINALITY AS i(id, ord)
-		WHERE r.id = i.id AND r.status = 'idle' AND (r.retry_at IS NULL OR r.retry_at <= $3)
+		FROM unnest($4::text[]) WITH ORDINALITY AS i(id, ord) JOIN $S.run_ids m ON m.id = i.id
+		WHERE r.seq = m.seq AND r.status = 'idle' AND (r.retry_at IS NULL OR r.retry_at <= $3)
 		RETURNING i.ord, ` + claimColsR)
 	// The oldest due idle runs of the given processes, skipping those
 	// another transaction is claiming: no node waits for another's rows.
@@ -117,7 +123,7 @@ func newQueries(schema string) queries {
 	// database's clock.
 	q.selForUpdate = s(`SELECT ` + runColsR + `,
 		EXISTS (SELECT 1 FROM $S.nodes n WHERE n.owner = r.lease_owner AND n.seen < now() - make_interval(secs => $2))
-		FROM $S.runs r WHERE r.id = $1 FOR UPDATE OF r`)
+		FROM $S.runs r WHERE r.seq = (SELECT seq FROM $S.run_ids WHERE id = $1) FOR UPDATE OF r`)
 	// setCols is the SET list of every transition, the field writes of its
 	// rule of the transition table (see setArgs).
 	q.update = s(`UPDATE $S.runs SET status = $1, error = $2, error_code = $3, lease_owner = NULL, lease_expires = NULL,
@@ -147,7 +153,7 @@ func newQueries(schema string) queries {
 				completed_at = i.completed_at,
 				version = CASE WHEN i.version = '' THEN r.version ELSE i.version END,
 				tl = r.tl + 2
-			FROM i WHERE r.id = i.id AND r.status = 'running' AND r.epoch = i.epoch
+			FROM i JOIN $S.run_ids m ON m.id = i.id WHERE r.seq = m.seq AND r.status = 'running' AND r.epoch = i.epoch
 			RETURNING i.ord, i.at, i.note, ` + updColsR + `),
 		x AS (SELECT * FROM u WHERE NOT (` + implicitEnd + `)),
 		t AS (
@@ -163,7 +169,7 @@ func newQueries(schema string) queries {
 	q.effStartMany = s(`WITH i AS (
 			SELECT i.ord, r.seq, i.key, r.epoch, i.at
 			FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS i(ord, id, epoch, key, at)
-			JOIN $S.runs r ON r.id = i.id AND r.status = 'running' AND r.epoch = i.epoch),
+			JOIN $S.run_ids m ON m.id = i.id JOIN $S.runs r ON r.seq = m.seq AND r.status = 'running' AND r.epoch = i.epoch),
 		w AS (
 			INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 			SELECT seq, key, 'started', epoch, NULL, '', at, NULL FROM i
@@ -175,30 +181,30 @@ func newQueries(schema string) queries {
 	q.effFinishMany = s(`UPDATE $S.effects e SET status = i.status, output = i.output, error = i.error, completed_at = i.at
 		FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::bigint[])
 			AS i(ord, id, epoch, key, status, output, error, at)
-		JOIN $S.runs r ON r.id = i.id
+		JOIN $S.run_ids r ON r.id = i.id
 		WHERE e.run_seq = r.seq AND e.key = i.key AND e.status = 'started' AND e.epoch = i.epoch
 		RETURNING i.ord`)
 	q.effClear = s(`DELETE FROM $S.effects WHERE run_seq = $1 AND status = 'started'`)
 	q.effDone = s(`INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 		VALUES ($1, $2, 'completed', $3, $4, '', $5, $5)
 		ON CONFLICT (run_seq, key) DO UPDATE SET status = 'completed', output = excluded.output, error = '', completed_at = excluded.completed_at`)
-	q.setCtx = s(`UPDATE $S.runs SET context = $1 WHERE id = $2 AND status = 'running' AND epoch = $3`)
+	q.setCtx = s(`UPDATE $S.runs SET context = $1 WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $2) AND status = 'running' AND epoch = $3`)
 	q.heartbeat = s(`UPDATE $S.runs SET lease_expires = $1 WHERE status = 'running' AND lease_owner = $2 RETURNING id, epoch`)
 	q.addCounts = s(`INSERT INTO $S.counts (shard, status, n) SELECT $1, st, d FROM unnest($2::text[], $3::bigint[]) AS c(st, d)
 		ON CONFLICT (shard, status) DO UPDATE SET n = $S.counts.n + excluded.n`)
-	q.idsExist = s(`SELECT id FROM $S.runs WHERE id = ANY($1)`)
+	q.idsExist = s(`SELECT id FROM $S.run_ids WHERE id = ANY($1)`)
 	q.insRollup = s(`INSERT INTO $S.rollups (bucket, process, counts, hists) SELECT * FROM unnest($1::bigint[], $2::text[], $3::bytea[], $4::bytea[])`)
 	q.insError = s(`INSERT INTO $S.errors (at, kind, process, run_id, effect_key, context, message)
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`)
 
-	q.selRun = s(`SELECT ` + runCols + ` FROM $S.runs WHERE id = $1`)
+	q.selRun = s(`SELECT ` + runCols + ` FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1)`)
 	// A root's correlation id is stored as NULL (it is its own id):
 	// id = $1 alone would also match a child named by its own id.
-	q.selChain = s(`SELECT ` + runCols + ` FROM $S.runs WHERE correlation_id = $1 OR (id = $1 AND correlation_id IS NULL) ORDER BY depth, seq`)
+	q.selChain = s(`SELECT ` + runCols + ` FROM $S.runs WHERE correlation_id = $1 OR (seq = (SELECT seq FROM $S.run_ids WHERE id = $1) AND correlation_id IS NULL) ORDER BY depth, seq`)
 	q.selTimeline = s(`SELECT n, at, status, attempt, error, code, note FROM $S.timeline WHERE run_seq = $1 ORDER BY n`)
-	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, completed_at, error, error_code, tl FROM $S.runs WHERE id = $1`)
+	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, completed_at, error, error_code, tl FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1)`)
 	q.selEffects = s(`SELECT e.key, e.status, e.epoch, e.output, e.error, e.started_at, e.completed_at
-		FROM $S.effects e JOIN $S.runs r ON r.seq = e.run_seq WHERE r.id = $1 ORDER BY e.key`)
+		FROM $S.effects e WHERE e.run_seq = (SELECT seq FROM $S.run_ids WHERE id = $1) ORDER BY e.key`)
 	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM $S.runs
 		WHERE status = 'idle' AND seq > $1 ORDER BY seq LIMIT $2`)
 	q.selCounts = s(`SELECT status, sum(n)::bigint FROM $S.counts GROUP BY status`)
@@ -227,8 +233,10 @@ func newQueries(schema string) queries {
 			SELECT event, idem_key, process, id, created_at FROM $S.runs WHERE seq IN (SELECT seq FROM v) AND idem_key IS NOT NULL
 			ON CONFLICT (event, key, process) DO UPDATE SET run_id = excluded.run_id, created_at = excluded.created_at),
 		t AS (DELETE FROM $S.timeline WHERE run_seq IN (SELECT seq FROM v)),
-		e AS (DELETE FROM $S.effects WHERE run_seq IN (SELECT seq FROM v))
-		DELETE FROM $S.runs WHERE seq IN (SELECT seq FROM v) RETURNING seq`)
+		e AS (DELETE FROM $S.effects WHERE run_seq IN (SELECT seq FROM v)),
+		d AS (DELETE FROM $S.runs WHERE seq IN (SELECT seq FROM v) RETURNING seq, id),
+		m AS (DELETE FROM $S.run_ids WHERE id IN (SELECT id FROM d))
+		SELECT seq FROM d`)
 	q.pruneRollups = s(`DELETE FROM $S.rollups WHERE id IN (SELECT id FROM $S.rollups WHERE bucket < $1 LIMIT $2)`)
 	// Up to $2 groups (process and bucket) of several rollup rows before
 	// $1, their rows taken out to be merged; rows another node is
