@@ -125,11 +125,12 @@ func (w *wtx) claimed(req *store.ClaimNextRequest, all []string, res *store.Clai
 }
 
 // claimPlan are the settings a claim is planned and run under (see
-// queries.claimNext), and claimPlanReset what puts them back: RESET
-// returns to the session's default, which the store never changes.
+// queries.claimNext), besides its transaction's writerPlan, and
+// claimPlanReset what puts them back: RESET returns to the session's
+// default, which the store never changes.
 var (
-	claimPlan      = []string{"SET LOCAL enable_sort = off", "SET LOCAL enable_bitmapscan = off"}
-	claimPlanReset = []string{"RESET enable_sort", "RESET enable_bitmapscan"}
+	claimPlan      = []string{"SET LOCAL enable_sort = off"}
+	claimPlanReset = []string{"RESET enable_sort"}
 )
 
 // lockRunning takes the claim locks of the capped processes and counts

@@ -13,7 +13,7 @@ import (
 // not know yet (a new table, never analyzed) reads runs_idle in claim
 // order and stops at its limit; it does not read and sort the whole
 // backlog (which cost 12.6 ms a claim at 20,000 runs). The plan is read
-// with EXPLAIN under the settings ClaimNext runs the claim with.
+// with EXPLAIN under the settings a writer runs the claim with.
 func TestClaimReadsIdleRunsInOrder(t *testing.T) {
 	url := os.Getenv("YELLA_PG_URL")
 	if url == "" {
@@ -36,7 +36,7 @@ func TestClaimReadsIdleRunsInOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	for _, set := range claimPlan {
+	for _, set := range append(writerPlan, claimPlan...) {
 		if _, err := tx.Exec(ctx, set); err != nil {
 			t.Fatal(err)
 		}

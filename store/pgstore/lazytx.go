@@ -21,24 +21,42 @@ type lazyTx struct {
 	begun  bool
 }
 
-// withBegin returns b with BEGIN queued first if the transaction has not
-// begun, and whether it was.
-func (t *lazyTx) withBegin(b *pgx.Batch) bool {
+// writerPlan are the planner settings of every writer transaction, sent
+// with its BEGIN. A writer's statements touch a few rows each, found by
+// key (a batch's runs, effects, ids), so a sequential scan or a hash or
+// merge join over a whole table is never their right plan; but the
+// planner can pick one from the statistics of a table that grew since
+// they were taken (a new table has none), and a prepared statement keeps
+// its generic plan for the connection's life: with them, a batch's
+// effect records read the whole effects table once it held thousands of
+// rows. Bitmap scans are off too: they would read an in-flight partial
+// index (runs_running) whose entries of finished runs stay until a vacuum.
+// The settings only rule those plans out where an index can serve.
+var writerPlan = []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_hashjoin = off", "SET LOCAL enable_mergejoin = off",
+	"SET LOCAL enable_bitmapscan = off"}
+
+// withBegin returns b with BEGIN (and writerPlan) queued first if the
+// transaction has not begun, and how many statements that queued.
+func (t *lazyTx) withBegin(b *pgx.Batch) int {
 	if t.begun {
-		return false
+		return 0
 	}
 	t.begun = true
-	b.QueuedQueries = append([]*pgx.QueuedQuery{{SQL: "BEGIN"}}, b.QueuedQueries...)
-	return true
+	head := []*pgx.QueuedQuery{{SQL: "BEGIN"}}
+	for _, set := range writerPlan {
+		head = append(head, &pgx.QueuedQuery{SQL: set})
+	}
+	b.QueuedQueries = append(head, b.QueuedQueries...)
+	return len(head)
 }
 
 // SendBatch sends b, after BEGIN if the transaction has not begun; the
 // results returned are b's own.
 func (t *lazyTx) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
-	begin := t.withBegin(b)
+	n := t.withBegin(b)
 	br := t.conn.SendBatch(ctx, b)
-	if begin {
-		br.Exec() // BEGIN: an error stays in br and fails every result after it
+	for range n {
+		br.Exec() // BEGIN and settings: an error stays in br and fails every result after it
 	}
 	return br
 }

@@ -141,10 +141,14 @@ func newQueries(schema string) queries {
 	// implicit: a run completed by its first attempt with the rule's note
 	// at its completed_at has a timeline the run's row alone gives (see
 	// Timeline), and writes none.
-	q.finishMany = s(`WITH i AS (
-			SELECT * FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::bytea[],
+	// The runs' seqs are looked up first (materialized), so that each run
+	// is then found by its primary key (seq = ANY: never through
+	// runs_running, whose entries of finished runs stay until a vacuum).
+	q.finishMany = s(`WITH i AS MATERIALIZED (
+			SELECT i.*, m.seq FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::bytea[],
 				$9::bool[], $10::text[], $11::bool[], $12::bigint[], $13::bigint[], $14::text[], $15::bigint[], $16::text[])
-			AS i(ord, id, epoch, status, error, code, out_set, output, then_set, then_event, retry_set, retry_at, completed_at, version, at, note)),
+			AS i(ord, id, epoch, status, error, code, out_set, output, then_set, then_event, retry_set, retry_at, completed_at, version, at, note)
+			JOIN $S.run_ids m ON m.id = i.id),
 		u AS (
 			UPDATE $S.runs r SET status = i.status, error = i.error, error_code = i.code, lease_owner = NULL, lease_expires = NULL,
 				output = CASE WHEN i.out_set THEN i.output ELSE r.output END,
@@ -153,7 +157,7 @@ func newQueries(schema string) queries {
 				completed_at = i.completed_at,
 				version = CASE WHEN i.version = '' THEN r.version ELSE i.version END,
 				tl = r.tl + 2
-			FROM i JOIN $S.run_ids m ON m.id = i.id WHERE r.seq = m.seq AND r.status = 'running' AND r.epoch = i.epoch
+			FROM i WHERE r.seq = ANY(ARRAY(SELECT seq FROM i)) AND r.seq = i.seq AND r.status = 'running' AND r.epoch = i.epoch
 			RETURNING i.ord, i.at, i.note, ` + updColsR + `),
 		x AS (SELECT * FROM u WHERE NOT (` + implicitEnd + `)),
 		t AS (
@@ -166,10 +170,14 @@ func newQueries(schema string) queries {
 	q.insTL2 = s(`INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
 		VALUES ($1, $2 - 1, $3, 'running', $4, '', '', 'claimed'), ($1, $2, $5, $6, $4, $7, $8, $9)`)
 
-	q.effStartMany = s(`WITH i AS (
-			SELECT i.ord, r.seq, i.key, r.epoch, i.at
+	q.effStartMany = s(`WITH m AS MATERIALIZED (
+			SELECT i.ord, i.key, i.epoch, i.at, m.seq
 			FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::bigint[]) AS i(ord, id, epoch, key, at)
-			JOIN $S.run_ids m ON m.id = i.id JOIN $S.runs r ON r.seq = m.seq AND r.status = 'running' AND r.epoch = i.epoch),
+			JOIN $S.run_ids m ON m.id = i.id),
+		i AS (
+			SELECT m.ord, r.seq, m.key, r.epoch, m.at
+			FROM m JOIN $S.runs r ON r.seq = m.seq AND r.status = 'running' AND r.epoch = m.epoch
+			WHERE r.seq = ANY(ARRAY(SELECT seq FROM m))),
 		w AS (
 			INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 			SELECT seq, key, 'started', epoch, NULL, '', at, NULL FROM i
@@ -178,11 +186,14 @@ func newQueries(schema string) queries {
 			WHERE $S.effects.status <> 'completed'
 			RETURNING run_seq, key)
 		SELECT i.ord FROM i JOIN w ON w.run_seq = i.seq AND w.key = i.key`)
-	q.effFinishMany = s(`UPDATE $S.effects e SET status = i.status, output = i.output, error = i.error, completed_at = i.at
-		FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::bigint[])
-			AS i(ord, id, epoch, key, status, output, error, at)
-		JOIN $S.run_ids r ON r.id = i.id
-		WHERE e.run_seq = r.seq AND e.key = i.key AND e.status = 'started' AND e.epoch = i.epoch
+	// The runs' seqs are looked up first (materialized), so that each
+	// effect is then found by its whole primary key.
+	q.effFinishMany = s(`WITH i AS MATERIALIZED (
+			SELECT i.*, r.seq FROM unnest($1::int[], $2::text[], $3::bigint[], $4::text[], $5::text[], $6::bytea[], $7::text[], $8::bigint[])
+				AS i(ord, id, epoch, key, status, output, error, at)
+			JOIN $S.run_ids r ON r.id = i.id)
+		UPDATE $S.effects e SET status = i.status, output = i.output, error = i.error, completed_at = i.at
+		FROM i WHERE e.run_seq = i.seq AND e.key = i.key AND e.status = 'started' AND e.epoch = i.epoch
 		RETURNING i.ord`)
 	q.effClear = s(`DELETE FROM $S.effects WHERE run_seq = $1 AND status = 'started'`)
 	q.effDone = s(`INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
