@@ -1,0 +1,151 @@
+//go:build linux
+
+package browser
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// setProcAttr starts the browser in its own process group (so that Close
+// kills the group) with SIGKILL as its parent-death signal (so that a
+// killed engine takes its browsers with it). chromedp starts the process
+// from a goroutine locked to its thread until the process exits, which the
+// parent-death signal needs: it fires when the starting thread ends.
+func setProcAttr(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+}
+
+// killGroup sends SIGKILL to the process group led by pid.
+func killGroup(pid int) { syscall.Kill(-pid, syscall.SIGKILL) }
+
+// killMarked kills every process whose command line holds
+// --user-data-dir=dir (a browser's helpers that left its group), until a few
+// looks in a row find none, for at most two seconds.
+func killMarked(dir string) {
+	deadline := time.Now().Add(2 * time.Second)
+	for quiet := 0; quiet < 3 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		pids := MarkedProcesses(dir)
+		for _, pid := range pids {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if len(pids) == 0 {
+			quiet++
+		} else {
+			quiet = 0
+		}
+	}
+}
+
+// MarkedProcesses returns the processes whose command line holds
+// --user-data-dir=dir: the processes of the browser started with that user
+// data directory (Linux; nil elsewhere). Tests use it to check that no
+// browser outlives its engine.
+func MarkedProcesses(dir string) []int {
+	want := []byte("--user-data-dir=" + dir)
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		for _, arg := range bytes.Split(cmdline, []byte{0}) {
+			if bytes.Equal(arg, want) {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// treeRSS returns the number of processes in the tree rooted at pid and
+// the sum of their resident set sizes.
+func treeRSS(pid int) (int, int64) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, 0
+	}
+	children := map[int][]int{}
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := parentOf(p); ok {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var n int
+	var total int64
+	queue := []int{pid}
+	seen := map[int]bool{}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		rss, ok := rssOf(p)
+		if !ok {
+			continue
+		}
+		n++
+		total += rss
+		queue = append(queue, children[p]...)
+	}
+	return n, total
+}
+
+// parentOf reads a process's parent from /proc/pid/stat (the field after
+// the command name, which may hold spaces and parentheses).
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	return pp, err == nil
+}
+
+// rssOf reads a process's resident set size (VmRSS) from
+// /proc/pid/status.
+func rssOf(pid int) (int64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err == nil
+		}
+	}
+	return 0, true // a zombie has no VmRSS
+}
