@@ -69,7 +69,15 @@ func (b *instance) start() {
 		opts = append(opts, chromedp.Flag(name, v))
 	}
 	actx, acancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	bctx, bcancel := chromedp.NewContext(actx)
+	// chromedp logs its protocol errors (such as a write to a browser that
+	// was just killed) with the log package unless told otherwise.
+	quiet := func(format string, args ...any) {
+		if l := cfg.Logger; l != nil {
+			l.Debug("chromedp: "+fmt.Sprintf(format, args...), "browser", b.id)
+		}
+	}
+	bctx, bcancel := chromedp.NewContext(actx, chromedp.WithErrorf(quiet), chromedp.WithLogf(quiet),
+		chromedp.WithBrowserOption(chromedp.WithBrowserErrorf(quiet), chromedp.WithBrowserLogf(quiet)))
 	b.ctx, b.cancel, b.allocCancel = bctx, bcancel, acancel
 	started := make(chan error, 1)
 	go func() {
