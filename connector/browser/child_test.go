@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/connector"
 	"github.com/yella-go/yella/store/sqlitestore"
@@ -38,7 +40,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m)
 }
 
 // runCrashChild is an engine on SQLite whose process "scrape" reads the

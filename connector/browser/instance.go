@@ -27,6 +27,7 @@ type instance struct {
 	allocCancel context.CancelFunc
 	dir         string // user data directory: also the marker of its processes
 	pid         atomic.Int64
+	lostConn    <-chan struct{} // the connection's LostConnection, once started
 
 	gone     chan struct{} // closed when the browser died or was killed
 	goneOnce sync.Once
@@ -99,6 +100,7 @@ func (b *instance) start() {
 			err = errors.New("browser started without a process")
 		} else {
 			br := c.Browser
+			b.lostConn = br.LostConnection
 			b.pid.Store(int64(br.Process().Pid))
 			b.p.logf("browser started", "pid", br.Process().Pid, "browser", b.id)
 			b.p.cleanup.Add(1)
@@ -115,6 +117,20 @@ func (b *instance) start() {
 	}
 	b.err = fmt.Errorf("start %s: %w", cfg.ExecPath, err)
 	b.kill(false, "")
+}
+
+// died reports whether the browser is gone or its connection was lost
+// (the watcher may not have seen it yet).
+func (b *instance) died() bool {
+	if b.isLost() {
+		return true
+	}
+	select {
+	case <-b.lostConn:
+		return true
+	default:
+		return b.ctx != nil && b.ctx.Err() != nil
+	}
 }
 
 // markGone closes gone once.

@@ -250,7 +250,10 @@ func (p *Pool) Do(ctx context.Context, op string, fn func(ctx context.Context) e
 	}
 	p.release(t, false)
 	switch {
-	case t.b.isLost():
+	case p.isClosed():
+		return &connector.Error{Op: op, Err: fmt.Errorf("%w: %v", ErrClosed, ferr)}
+	case t.b.died():
+		t.b.kill(true, "the connection to it was lost")
 		return &connector.Error{Op: op, Retryable: true, Err: fmt.Errorf("%w: %v", ErrBrowserCrashed, ferr)}
 	case ctx.Err() != nil:
 		return ctx.Err()
@@ -375,6 +378,15 @@ func (p *Pool) lost(b *instance) {
 	p.mu.Unlock()
 	for _, t := range idle {
 		p.closeTab(t)
+	}
+}
+
+func (p *Pool) isClosed() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
 	}
 }
 
