@@ -116,4 +116,3 @@ func runCrashChild(raw string) error {
 	}
 	return json.NewEncoder(os.Stdout).Encode(rep)
 }
-

@@ -54,20 +54,20 @@ type Scraper struct {
 
 // Scenario is one benchmark.
 type Scenario struct {
-	ID          string    `json:"id"`
-	Label       string    `json:"label"`
-	Description string    `json:"description"`
-	Family      string    `json:"family"`
-	Kind        string    `json:"kind"`       // benchmark, soak, recovery, capacity
-	Visibility  string    `json:"visibility"` // public, internal
-	Tags        []string  `json:"tags"`
-	Concurrency int       `json:"concurrency"`
-	Scraper     *Scraper  `json:"scraper,omitempty"`
+	ID          string   `json:"id"`
+	Label       string   `json:"label"`
+	Description string   `json:"description"`
+	Family      string   `json:"family"`
+	Kind        string   `json:"kind"`       // benchmark, soak, recovery, capacity
+	Visibility  string   `json:"visibility"` // public, internal
+	Tags        []string `json:"tags"`
+	Concurrency int      `json:"concurrency"`
+	Scraper     *Scraper `json:"scraper,omitempty"`
 	// Browser makes the scraper load real pages in a Chromium pool of this
 	// size (Debian's chromium package) instead of simulating them.
 	Browser *BrowserPool `json:"browser,omitempty"`
-	Retry       RetrySpec `json:"retry"`
-	Phases      []Phase   `json:"phases"`
+	Retry   RetrySpec    `json:"retry"`
+	Phases  []Phase      `json:"phases"`
 	// RestartAt kills the engine process with SIGKILL at this offset and
 	// restarts it on the same database (recovery scenarios).
 	RestartAt time.Duration `json:"restart_at_ns,omitempty"`
@@ -204,8 +204,8 @@ func Catalogue() []Scenario {
 	// a local site: the per-process cap and the pool size swept together.
 	for _, b := range []struct{ cap, browsers, tabs int }{{1, 1, 1}, {5, 1, 5}, {10, 2, 5}} {
 		out = append(out, Scenario{
-			ID:    fmt.Sprintf("scraper-browser__fleet-c40__scraper-c%d__pool-%dx%d", b.cap, b.browsers, b.tabs),
-			Label: fmt.Sprintf("Scraper in Chromium, cap %d, %d×%d tabs", b.cap, b.browsers, b.tabs),
+			ID:          fmt.Sprintf("scraper-browser__fleet-c40__scraper-c%d__pool-%dx%d", b.cap, b.browsers, b.tabs),
+			Label:       fmt.Sprintf("Scraper in Chromium, cap %d, %d×%d tabs", b.cap, b.browsers, b.tabs),
 			Description: "The scraper-bounded mix with each scrape loading a page of a local site (varied sizes, slow pages, failures) in headless Chromium.",
 			Family:      "scraper-browser", Kind: "benchmark", Visibility: "internal", Tags: []string{"memory", "scraper", "browser", "chromium", "bounded-concurrency"},
 			Concurrency: 40, Scraper: &Scraper{Cap: b.cap, Weight: 3, MB: 0}, Browser: &BrowserPool{MaxBrowsers: b.browsers, TabsPerBrowser: b.tabs},

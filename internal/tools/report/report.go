@@ -195,8 +195,8 @@ type Capacity struct {
 type Browser struct {
 	MaxBrowsers    int     `json:"maxBrowsers"`
 	TabsPerBrowser int     `json:"tabsPerBrowser"`
-	Pages          int64   `json:"pages"`      // page reads that succeeded
-	PageErrors     int64   `json:"pageErrors"` // page reads that failed (each attempt)
+	Pages          int64   `json:"pages"`          // page reads that succeeded
+	PageErrors     int64   `json:"pageErrors"`     // page reads that failed (each attempt)
 	Dropped        int64   `json:"scrapesDropped"` // scrape requests dropped at the per-process cap
 	PagesPerSec    float64 `json:"pagesPerSec"`
 	P50Ms          float64 `json:"pageP50Ms"` // page read durations, successes and failures
