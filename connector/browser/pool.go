@@ -163,8 +163,10 @@ func (p *Pool) Stats() Stats {
 
 // Memory is the resident memory of a pool's browsers.
 type Memory struct {
-	// RSSBytes is the sum over every browser's process tree.
+	// RSSBytes is the sum of BrowserMemory.RSSBytes over the browsers.
 	RSSBytes int64
+	// PSSBytes is the sum of BrowserMemory.PSSBytes over the browsers.
+	PSSBytes int64
 	// Browsers lists each running browser.
 	Browsers []BrowserMemory
 }
@@ -172,15 +174,20 @@ type Memory struct {
 // BrowserMemory is one browser process and its descendants (renderers, GPU
 // and utility processes).
 type BrowserMemory struct {
-	PID       int   // the browser's main process
-	Processes int   // processes in its tree, the main one included
-	RSSBytes  int64 // the sum of their resident set sizes, read from /proc
+	PID       int // the browser's main process
+	Processes int // processes in its tree, the main one included
+	// RSSBytes is the sum of their resident set sizes (VmRSS). Pages the
+	// processes share (the Chromium binary, shared memory) count once per
+	// process, so it overstates what the tree holds, often twofold.
+	RSSBytes int64
+	// PSSBytes is the sum of their proportional set sizes (Pss), where a
+	// shared page counts as its share in each process: what the tree adds
+	// to the machine's memory use.
+	PSSBytes int64
 }
 
-// Memory reads the resident memory of each running browser's process tree
-// from /proc (Linux; elsewhere the sizes are 0). Pages shared between the
-// processes of a tree count once per process, so the sum overstates what
-// the tree alone holds.
+// Memory reads the memory of each running browser's process tree from
+// /proc (Linux; elsewhere the sizes are 0).
 func (p *Pool) Memory() Memory {
 	p.mu.Lock()
 	var pids []int
@@ -192,9 +199,10 @@ func (p *Pool) Memory() Memory {
 	p.mu.Unlock()
 	var m Memory
 	for _, pid := range pids {
-		n, rss := treeRSS(pid)
-		m.Browsers = append(m.Browsers, BrowserMemory{PID: pid, Processes: n, RSSBytes: rss})
+		n, rss, pss := treeMemory(pid)
+		m.Browsers = append(m.Browsers, BrowserMemory{PID: pid, Processes: n, RSSBytes: rss, PSSBytes: pss})
 		m.RSSBytes += rss
+		m.PSSBytes += pss
 	}
 	return m
 }

@@ -249,12 +249,13 @@ func TestPoolBounds(t *testing.T) {
 		t.Errorf("%d pages loaded at once, want 4", m)
 	}
 	mem := p.Memory()
-	if len(mem.Browsers) != 2 || mem.RSSBytes <= 0 {
+	if len(mem.Browsers) != 2 || mem.RSSBytes <= 0 || mem.PSSBytes <= 0 {
 		t.Fatalf("memory %+v", mem)
 	}
 	for _, b := range mem.Browsers {
-		if b.Processes < 2 || b.RSSBytes <= 0 {
-			t.Errorf("browser %+v: want its process tree (main, renderers, helpers)", b)
+		main, _ := statusKB(b.PID, "status", "VmRSS:")
+		if b.Processes < 2 || b.RSSBytes <= main || b.PSSBytes <= 0 || b.PSSBytes > b.RSSBytes {
+			t.Errorf("browser %+v (main process %d bytes): want its process tree (main, renderers, helpers), PSS within RSS", b, main)
 		}
 	}
 }

@@ -76,12 +76,12 @@ func MarkedProcesses(dir string) []int {
 	return out
 }
 
-// treeRSS returns the number of processes in the tree rooted at pid and
-// the sum of their resident set sizes.
-func treeRSS(pid int) (int, int64) {
+// treeMemory returns the number of processes in the tree rooted at pid and
+// the sums of their resident set sizes and proportional set sizes.
+func treeMemory(pid int) (n int, rss, pss int64) {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0
 	}
 	children := map[int][]int{}
 	for _, e := range entries {
@@ -93,8 +93,6 @@ func treeRSS(pid int) (int, int64) {
 			children[pp] = append(children[pp], p)
 		}
 	}
-	var n int
-	var total int64
 	queue := []int{pid}
 	seen := map[int]bool{}
 	for len(queue) > 0 {
@@ -104,15 +102,17 @@ func treeRSS(pid int) (int, int64) {
 			continue
 		}
 		seen[p] = true
-		rss, ok := rssOf(p)
+		r, ok := statusKB(p, "status", "VmRSS:")
 		if !ok {
 			continue
 		}
+		s, _ := statusKB(p, "smaps_rollup", "Pss:")
 		n++
-		total += rss
+		rss += r
+		pss += s
 		queue = append(queue, children[p]...)
 	}
-	return n, total
+	return n, rss, pss
 }
 
 // parentOf reads a process's parent from /proc/pid/stat (the field after
@@ -134,18 +134,19 @@ func parentOf(pid int) (int, bool) {
 	return pp, err == nil
 }
 
-// rssOf reads a process's resident set size (VmRSS) from
-// /proc/pid/status.
-func rssOf(pid int) (int64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+// statusKB reads a size in kB from a line of /proc/pid/<file> (VmRSS: of
+// status, Pss: of smaps_rollup), in bytes; a process without the line (a
+// zombie) has 0.
+func statusKB(pid int, file, field string) (int64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/" + file)
 	if err != nil {
 		return 0, false
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(l, field); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			return kb << 10, err == nil
 		}
 	}
-	return 0, true // a zombie has no VmRSS
+	return 0, true
 }

@@ -14,4 +14,4 @@ func killMarked(string) {}
 // --user-data-dir=dir; it reads /proc, so it returns nil outside Linux.
 func MarkedProcesses(string) []int { return nil }
 
-func treeRSS(int) (int, int64) { return 0, 0 }
+func treeMemory(int) (int, int64, int64) { return 0, 0, 0 }

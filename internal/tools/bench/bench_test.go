@@ -175,7 +175,7 @@ func TestBrowserScenarioTiny(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := r.Browser
-	if b == nil || b.Pages == 0 || b.PeakRSSBytes <= 0 || b.Starts < 1 || b.P95Ms <= 0 || b.MaxBrowsers != 1 || b.TabsPerBrowser != 2 {
+	if b == nil || b.Pages == 0 || b.PeakRSSBytes <= 0 || b.PeakPSSBytes <= 0 || b.PeakPSSBytes > b.PeakRSSBytes || b.Starts < 1 || b.P95Ms <= 0 || b.MaxBrowsers != 1 || b.TabsPerBrowser != 2 {
 		t.Fatalf("browser account %+v", b)
 	}
 	var scrapes int64
@@ -191,7 +191,7 @@ func TestBrowserScenarioTiny(t *testing.T) {
 		t.Errorf("%d reads, %d failed, for %d scrape requests (one retry each at most)", b.Pages, b.PageErrors, scrapes)
 	}
 	text := report.Text(r)
-	if !strings.Contains(text, "Browser Pool (Chromium, 1×2 tabs)") || !strings.Contains(text, "Peak browser RSS") {
+	if !strings.Contains(text, "Browser Pool (Chromium, 1×2 tabs)") || !strings.Contains(text, "Peak browser mem") {
 		t.Errorf("text report lacks the browser pool:\n%s", text)
 	}
 }

@@ -146,14 +146,14 @@ func (w *Workload) closeBrowser() {
 	}
 }
 
-// browserMemory is the resident memory of the pool's browsers' process
-// trees, and the pool's starts and crashes so far.
-func (w *Workload) browserMemory() (rss, starts, crashes int64) {
+// browserMemory is the memory of the pool's browsers' process trees (sums
+// of RSS and PSS), and the pool's starts and crashes so far.
+func (w *Workload) browserMemory() (rss, pss, starts, crashes int64) {
 	if w.pool == nil {
-		return 0, 0, 0
+		return 0, 0, 0, 0
 	}
-	st := w.pool.Stats()
-	return w.pool.Memory().RSSBytes, st.Starts, st.Crashes
+	st, m := w.pool.Stats(), w.pool.Memory()
+	return m.RSSBytes, m.PSSBytes, st.Starts, st.Crashes
 }
 
 // browserScrape is the real-browser scrape step: it reads the seed's page

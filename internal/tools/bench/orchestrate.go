@@ -568,6 +568,7 @@ func browserSummary(b BrowserPool, all []Counters, samples []report.Sample, seco
 	}
 	for _, smp := range samples {
 		out.PeakRSSBytes = max(out.PeakRSSBytes, smp.BrowserRSSBytes)
+		out.PeakPSSBytes = max(out.PeakPSSBytes, smp.BrowserPSSBytes)
 	}
 	return out
 }

@@ -361,7 +361,7 @@ func (r *runner) sample(ctx context.Context) {
 	emits := r.t.emits.Load()
 	c, p95 := r.t.snapshot(true)
 	withQueue(&c, m)
-	browserRSS, starts, crashes := r.wl.browserMemory()
+	browserRSS, browserPSS, starts, crashes := r.wl.browserMemory()
 	c.BrowserStarts, c.BrowserCrashes = starts, crashes
 	db := r.cfg.DBPath
 	s := report.Sample{
@@ -369,7 +369,7 @@ func (r *runner) sample(ctx context.Context) {
 		AchievedRate: float64(emits-r.lastEmits) / dt, Idle: m.Queue[yella.StatusIdle], Running: m.Queue[yella.StatusRunning],
 		Completed: m.Queue[yella.StatusCompleted] + m.Queue[yella.StatusDeferred] + m.Totals.Pruned, Errored: m.Queue[yella.StatusErrored] + m.Queue[yella.StatusDead] + m.Queue[yella.StatusFenced],
 		RunsPerSec: float64(done-r.lastCompleted) / dt, P95Ms: p95, RSSBytes: rss(), HeapBytes: heap(),
-		DBBytes: fileSize(db), WALBytes: fileSize(db + "-wal"), BrowserRSSBytes: browserRSS,
+		DBBytes: fileSize(db), WALBytes: fileSize(db + "-wal"), BrowserRSSBytes: browserRSS, BrowserPSSBytes: browserPSS,
 	}
 	r.lastCompleted, r.lastEmits, r.lastAt = done, emits, now
 	r.send(Line{Sample: &s, Counters: &c})
@@ -384,7 +384,7 @@ func (r *runner) sendFinal(ctx context.Context) error {
 		return err
 	}
 	withQueue(&c, m)
-	_, c.BrowserStarts, c.BrowserCrashes = r.wl.browserMemory()
+	_, _, c.BrowserStarts, c.BrowserCrashes = r.wl.browserMemory()
 	r.send(Line{Counters: &c, Final: true})
 	return nil
 }

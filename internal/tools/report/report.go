@@ -93,9 +93,12 @@ type Sample struct {
 	DBBytes      int64   `json:"dbSizeBytes"`
 	WALBytes     int64   `json:"walSizeBytes"`
 	Restart      bool    `json:"restart,omitempty"` // first sample of a restarted process
-	// BrowserRSSBytes is the resident memory of the Chromium process trees
-	// of a real-browser scenario (the sum of their processes' RSS).
+	// BrowserRSSBytes and BrowserPSSBytes are the memory of the Chromium
+	// process trees of a real-browser scenario: the sum of their processes'
+	// RSS (shared pages counted in each process) and of their PSS (shared
+	// pages split between the processes).
 	BrowserRSSBytes int64 `json:"browserRssBytes,omitempty"`
+	BrowserPSSBytes int64 `json:"browserPssBytes,omitempty"`
 }
 
 // Phase is what a phase achieved.
@@ -202,7 +205,8 @@ type Browser struct {
 	P50Ms          float64 `json:"pageP50Ms"` // page read durations, successes and failures
 	P95Ms          float64 `json:"pageP95Ms"`
 	MaxMs          float64 `json:"pageMaxMs"`
-	PeakRSSBytes   int64   `json:"peakBrowserRssBytes"` // Chromium process trees, the largest sample
+	PeakRSSBytes   int64   `json:"peakBrowserRssBytes"` // Chromium process trees, the largest sample (sum of RSS)
+	PeakPSSBytes   int64   `json:"peakBrowserPssBytes"` // the same in PSS
 	Starts         int64   `json:"browserStarts"`
 	Crashes        int64   `json:"browserCrashes"`
 }

@@ -180,7 +180,7 @@ func textResources(l *lines, r *Report) {
 		w("  Pages read        %d (%.2f pages/s), %d failed reads", b.Pages, b.PagesPerSec, b.PageErrors)
 		w("  Scrapes dropped   %d (at the per-process cap)", b.Dropped)
 		w("  Page read         p50 %.0fms  p95 %.0fms  max %.0fms", b.P50Ms, b.P95Ms, b.MaxMs)
-		w("  Peak browser RSS  %s (process trees; engine peak %s)", mb(b.PeakRSSBytes), mb(mem.PeakRSSBytes))
+		w("  Peak browser mem  PSS %s, RSS %s (process trees; engine peak RSS %s)", mb(b.PeakPSSBytes), mb(b.PeakRSSBytes), mb(mem.PeakRSSBytes))
 		w("  Browsers          %d started, %d crashed", b.Starts, b.Crashes)
 	}
 }
