@@ -240,7 +240,8 @@ type tab struct {
 // that dies meanwhile, or that stops answering after the page timed out, is
 // killed and replaced for the next caller; fn's error then becomes a
 // retryable *connector.Error wrapping ErrBrowserCrashed (or ErrPageTimeout).
-// Other errors of fn are returned as they are.
+// Other errors of fn are returned as they are. op names the call in the
+// errors Do makes, as connector.Error.Op.
 func (p *Pool) Do(ctx context.Context, op string, fn func(ctx context.Context) error) error {
 	t, err := p.acquire(ctx, op)
 	if err != nil {
