@@ -115,13 +115,20 @@ func treeMemory(pid int) (n int, rss, pss int64) {
 	return n, rss, pss
 }
 
-// parentOf reads a process's parent from /proc/pid/stat (the field after
-// the command name, which may hold spaces and parentheses).
+// parentOf reads a process's parent from /proc/pid/stat.
 func parentOf(pid int) (int, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false
 	}
+	return parseStatParent(b)
+}
+
+// parseStatParent reads the parent pid from the text of /proc/pid/stat:
+// the field after the state, which follows the command name in
+// parentheses. The name is the process's own choice (it may hold spaces,
+// parentheses and digits), so the fields are read after its last ')'.
+func parseStatParent(b []byte) (int, bool) {
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
 		return 0, false
@@ -131,7 +138,10 @@ func parentOf(pid int) (int, bool) {
 		return 0, false
 	}
 	pp, err := strconv.Atoi(f[1])
-	return pp, err == nil
+	if err != nil || pp < 0 {
+		return 0, false
+	}
+	return pp, true
 }
 
 // statusKB reads a size in kB from a line of /proc/pid/<file> (VmRSS: of
