@@ -20,8 +20,8 @@ import (
 const crashChildEnv = "YELLA_BROWSER_CRASH_CHILD"
 
 type crashChild struct {
-	DB, Dir, URL string
-	Emit         bool
+	DB, Dir, URL     string
+	Emit, AtMostOnce bool
 }
 
 // childReport is what the second engine process prints once the run has
@@ -78,7 +78,11 @@ func runCrashChild(raw string) error {
 	})
 	err = eng.Register(yella.Process{Name: "scrape", On: "page:requested",
 		Run: yella.Handle(func(c *yella.Ctx, in struct{ URL string }) yella.Result {
-			r, err := Scrape(c, pool, "read", Request{URL: in.URL})
+			var opts []ScrapeOption
+			if spec.AtMostOnce {
+				opts = append(opts, AtMostOnce())
+			}
+			r, err := Scrape(c, pool, "read", Request{URL: in.URL}, opts...)
 			if err != nil {
 				return connector.Outcome(c, err)
 			}

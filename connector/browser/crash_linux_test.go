@@ -23,6 +23,46 @@ import (
 // engine restarted on the same database re-reads the page (the read is
 // idempotent) and completes the run with one recorded result.
 func TestEngineKilledMidScrape(t *testing.T) {
+	rep, s, dir := killMidScrape(t, false)
+	if rep.Status != yella.StatusCompleted || !strings.Contains(rep.Output.Text, "released") || rep.Output.Status != 200 {
+		t.Fatalf("run after the restart: %+v", rep)
+	}
+	if len(rep.Effects) != 1 || rep.Effects[0].Status != yella.EffectStatusCompleted {
+		t.Errorf("effects %+v, want one completed read", rep.Effects)
+	}
+	var stored Result
+	if err := json.Unmarshal(rep.Effects[0].Output, &stored); err != nil || stored.Text != rep.Output.Text {
+		t.Errorf("stored result %+v (%v), want the run's output", stored, err)
+	}
+	if left := processesUnder(dir); len(left) > 0 {
+		t.Errorf("browser processes left after the second engine stopped: %v", left)
+	}
+	if n := len(s.arrived); n != 1 {
+		t.Errorf("%d more requests for the page, want the one re-read after the restart", n)
+	}
+}
+
+// The same crash with AtMostOnce: the restarted engine does not load the
+// page again; it fences the run, whose read stays started, for an operator.
+func TestEngineKilledMidScrapeAtMostOnce(t *testing.T) {
+	rep, s, _ := killMidScrape(t, true)
+	if rep.Status != yella.StatusFenced {
+		t.Fatalf("run after the restart: %+v, want fenced", rep)
+	}
+	if len(rep.Effects) != 1 || rep.Effects[0].Status != yella.EffectStatusStarted {
+		t.Errorf("effects %+v, want one read left started", rep.Effects)
+	}
+	if n := len(s.arrived); n != 0 {
+		t.Errorf("%d more requests for the page, want none", n)
+	}
+}
+
+// killMidScrape runs an engine process that scrapes a held page, SIGKILLs
+// it with its browser stopped, checks that the browser died by its
+// parent-death signal and that no process of it remains, then runs a second
+// engine on the same database with the page released, and returns the
+// second engine's report, the site and the browsers' directory.
+func killMidScrape(t *testing.T, atMostOnce bool) (childReport, *site, string) {
 	if testing.Short() {
 		t.Skip("starts and kills engine processes with Chromium")
 	}
@@ -43,7 +83,7 @@ func TestEngineKilledMidScrape(t *testing.T) {
 	})
 	s := newSite(t)
 	tmp := t.TempDir()
-	spec := crashChild{DB: filepath.Join(tmp, "yella.db"), Dir: filepath.Join(tmp, "browsers"), URL: s.URL + "/held"}
+	spec := crashChild{DB: filepath.Join(tmp, "yella.db"), Dir: filepath.Join(tmp, "browsers"), URL: s.URL + "/held", AtMostOnce: atMostOnce}
 	if err := os.Mkdir(spec.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -128,22 +168,7 @@ func TestEngineKilledMidScrape(t *testing.T) {
 	if err := second.Wait(); err != nil {
 		t.Fatalf("second engine: %v", err)
 	}
-	if rep.Status != yella.StatusCompleted || !strings.Contains(rep.Output.Text, "released") || rep.Output.Status != 200 {
-		t.Fatalf("run after the restart: %+v", rep)
-	}
-	if len(rep.Effects) != 1 || rep.Effects[0].Status != yella.EffectStatusCompleted {
-		t.Errorf("effects %+v, want one completed read", rep.Effects)
-	}
-	var stored Result
-	if err := json.Unmarshal(rep.Effects[0].Output, &stored); err != nil || stored.Text != rep.Output.Text {
-		t.Errorf("stored result %+v (%v), want the run's output", stored, err)
-	}
-	if left := processesUnder(spec.Dir); len(left) > 0 {
-		t.Errorf("browser processes left after the second engine stopped: %v", left)
-	}
-	if n := len(s.arrived); n != 1 {
-		t.Errorf("%d more requests for the page, want the one re-read after the restart", n)
-	}
+	return rep, s, spec.Dir
 }
 
 const prSetChildSubreaper = 36 // PR_SET_CHILD_SUBREAPER

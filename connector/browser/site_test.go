@@ -19,11 +19,12 @@ type site struct {
 	inFlight int
 	maxIn    int
 	arrived  chan string   // the path of each held request as it arrives
+	hits     map[string]int
 	release  chan struct{} // closed to let held requests answer
 }
 
 func newSite(t *testing.T) *site {
-	s := &site{arrived: make(chan string, 64), release: make(chan struct{})}
+	s := &site{arrived: make(chan string, 64), release: make(chan struct{}), hits: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/hello", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprint(w, `<html><head><title>Hello</title></head><body><h1 id="greeting">Hello, browser</h1><p class="note">second</p></body></html>`)
@@ -67,7 +68,12 @@ setTimeout(function(){ var d=document.createElement("div"); d.id="late"; d.textC
 		fmt.Fprint(w, `<html><head><title>Held</title></head><body>released</body></html>`)
 	})
 	mux.HandleFunc("/favicon.ico", http.NotFound)
-	s.Server = httptest.NewServer(mux)
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.hits[r.URL.Path]++
+		s.mu.Unlock()
+		mux.ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
 		s.releaseAll()
 		s.Close()
@@ -84,6 +90,13 @@ func (s *site) releaseAll() {
 	default:
 		close(s.release)
 	}
+}
+
+// hitsOf is how many requests reached path.
+func (s *site) hitsOf(path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.hits[path]
 }
 
 func (s *site) maxInFlight() int {
