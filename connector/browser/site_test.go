@@ -18,7 +18,7 @@ type site struct {
 	mu       sync.Mutex
 	inFlight int
 	maxIn    int
-	arrived  chan string   // the path of each held request as it arrives
+	arrived  chan string // the path of each held request as it arrives
 	hits     map[string]int
 	release  chan struct{} // closed to let held requests answer
 }
