@@ -126,6 +126,11 @@ func (b *instance) died() bool {
 		return true
 	}
 	select {
+	case <-b.ready: // lostConn and ctx are set
+	default:
+		return false
+	}
+	select {
 	case <-b.lostConn:
 		return true
 	default:

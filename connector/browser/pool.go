@@ -304,8 +304,11 @@ func (p *Pool) acquire(ctx context.Context, op string) (*tab, error) {
 		}
 		// A browser that died while starting or opening the tab is
 		// replaced once; a second failure goes back to the caller.
-		if attempt == 0 && b.isLost() {
-			continue
+		if b.died() {
+			b.kill(true, "the connection to it was lost")
+			if attempt == 0 {
+				continue
+			}
 		}
 		<-p.slots
 		return nil, &connector.Error{Op: op, Retryable: true, Err: fmt.Errorf("%w: %v", ErrBrowserCrashed, err)}
