@@ -172,6 +172,18 @@ func (w *Workload) browserScrape(c *yella.Ctx, in payload) yella.Result {
 	return c.OK(payload{"title": r.Title, "status": r.Status, "bytes": len(r.Text)}, yella.Then("page:scraped"))
 }
 
+// Unavailable says why s cannot run on this machine, or nil: a
+// real-browser scenario needs Chromium on PATH.
+func (s Scenario) Unavailable() error {
+	if s.Browser == nil {
+		return nil
+	}
+	if _, err := browser.FindChromium(); err != nil {
+		return fmt.Errorf("%s needs Chromium: %w", s.ID, err)
+	}
+	return nil
+}
+
 // isPageRead reports whether an effect key is a real-browser page read.
 func isPageRead(key string) bool {
 	parts := yella.DecodeKey(key)
