@@ -93,6 +93,8 @@ func (b *instance) start() {
 		err = fmt.Errorf("browser did not start within %s", cfg.StartTimeout)
 	case <-b.p.done:
 		err = ErrClosed
+	case <-b.gone:
+		err = errors.New("the browser was killed while starting")
 	}
 	if err == nil {
 		c := chromedp.FromContext(bctx)
@@ -158,6 +160,7 @@ func (b *instance) kill(crashed bool, why string) {
 		b.p.cleanup.Add(1)
 		go func() {
 			defer b.p.cleanup.Done()
+			<-b.ready // a start under way ends soon (it sees gone or the pool's end) and sets what is cleaned up
 			if pid := b.pid.Load(); pid > 0 {
 				killGroup(int(pid))
 			}

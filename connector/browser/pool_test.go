@@ -361,6 +361,38 @@ func TestCloseMidPage(t *testing.T) {
 	}
 }
 
+// Close while browsers start: every caller gets an error, and nothing is
+// left running (run with -race: the start and the kill share the browser's
+// fields).
+func TestCloseWhileStarting(t *testing.T) {
+	exe, err := FindChromium()
+	if err != nil {
+		t.Skip("no Chromium")
+	}
+	dir := t.TempDir()
+	p, err := New(Config{ExecPath: exe, TempDir: dir, MaxBrowsers: 3, TabsPerBrowser: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 3)
+	for range 3 {
+		go func() {
+			_, err := p.Fetch(context.Background(), Request{URL: "http://127.0.0.1:1/"})
+			errs <- err
+		}()
+	}
+	waitFor(t, 30*time.Second, "browsers starting", func() bool { return p.Stats().Browsers == 3 })
+	p.Close()
+	for range 3 {
+		if err := <-errs; err == nil {
+			t.Error("a read succeeded after Close")
+		}
+	}
+	if left := processesUnder(dir); len(left) > 0 {
+		t.Errorf("processes left after Close: %v", left)
+	}
+}
+
 func TestConfigErrors(t *testing.T) {
 	for _, cfg := range []Config{{MaxBrowsers: -1}, {TabsPerBrowser: -2}, {PageTimeout: -time.Second}} {
 		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "must not be negative") {
