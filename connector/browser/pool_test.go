@@ -191,14 +191,16 @@ func TestFetch(t *testing.T) {
 // and the tab's browser, which still answers, is kept.
 func TestPageTimeout(t *testing.T) {
 	s := newSite(t)
-	p := newTestPool(t, Config{PageTimeout: time.Second})
+	// Long enough for the quick pages on a loaded machine; the held page
+	// never answers, so it always times out.
+	p := newTestPool(t, Config{PageTimeout: 5 * time.Second})
 	if _, err := p.Fetch(context.Background(), Request{URL: s.URL + "/hello"}); err != nil {
 		t.Fatal(err)
 	}
 	pid := p.Memory().Browsers[0].PID
 	_, err := p.Fetch(context.Background(), Request{URL: s.URL + "/held"})
-	if !errors.Is(err, ErrPageTimeout) || !connector.Retryable(err) {
-		t.Fatalf("error %v, want a retryable ErrPageTimeout", err)
+	if !errors.Is(err, ErrPageTimeout) || !connector.Retryable(err) || !strings.Contains(err.Error(), "after 5s") {
+		t.Fatalf("error %v, want a retryable ErrPageTimeout after 5s", err)
 	}
 	s.releaseAll()
 	if _, err := p.Fetch(context.Background(), Request{URL: s.URL + "/hello"}); err != nil {
@@ -303,7 +305,7 @@ func TestBrowserKilledMidPage(t *testing.T) {
 // retryable ErrBrowserCrashed, and the next caller a new browser.
 func TestBrowserStopsAnswering(t *testing.T) {
 	s := newSite(t)
-	p := newTestPool(t, Config{PageTimeout: 2 * time.Second, ProbeTimeout: time.Second})
+	p := newTestPool(t, Config{PageTimeout: 5 * time.Second, ProbeTimeout: time.Second})
 	if _, err := p.Fetch(context.Background(), Request{URL: s.URL + "/hello"}); err != nil {
 		t.Fatal(err)
 	}
