@@ -77,7 +77,8 @@ var importRules = []importRule{
 		},
 		bad: func(dep string) bool { return isEdge(dep) || dep == "yella/replicate" },
 		except: func(p, dep string) bool {
-			return dep == "yella/replicate" && isTooling(p) // the restore drill exercises replication
+			return (dep == "yella/replicate" && isTooling(p)) || // the restore drill exercises replication
+				(dep == "yella/connector/browser" && isTooling(p)) // the real-browser scraper benchmark drives the pool
 		},
 	},
 	{

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yella-go/yella/connector/browser"
 	"github.com/yella-go/yella/internal/tools/report"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/memstore"
@@ -30,10 +31,10 @@ func TestMain(m *testing.M) {
 
 func TestCatalogue(t *testing.T) {
 	cat := Catalogue()
-	if len(cat) != 17 {
-		t.Fatalf("%d scenarios, want the published page's 14 plus 3 capacity", len(cat))
+	if len(cat) != 20 {
+		t.Fatalf("%d scenarios, want the published page's 14 plus 3 real-browser and 3 capacity", len(cat))
 	}
-	groups := map[string]int{"public": 6, "recovery": 2, "soak": 2, "capacity": 3, "all": 17}
+	groups := map[string]int{"public": 6, "recovery": 2, "soak": 2, "capacity": 3, "browser": 3, "all": 20}
 	for g, n := range groups {
 		got, err := Select(g)
 		if err != nil || len(got) != n {
@@ -152,5 +153,45 @@ func TestRunScenarioRestarts(t *testing.T) {
 	}
 	if r.Totals.SeedAdmitted == 0 || r.Totals.RunsCompleted == 0 {
 		t.Errorf("totals %+v", r.Totals)
+	}
+}
+
+// The real-browser scraper, end to end at a tiny scale in a child process:
+// pages are read in Chromium from the benchmark's own site, and the report
+// accounts for them and for the browsers' memory.
+func TestBrowserScenarioTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Chromium")
+	}
+	if _, err := browser.FindChromium(); err != nil {
+		t.Skip("no Chromium (apt-get install chromium)")
+	}
+	scn := Scenario{ID: "browser-tiny", Label: "Browser tiny", Family: "scraper-browser", Kind: "benchmark", Visibility: "internal",
+		Concurrency: 10, Scraper: &Scraper{Cap: 2, Weight: 30}, Browser: &BrowserPool{MaxBrowsers: 1, TabsPerBrowser: 2},
+		Retry:  RetrySpec{Max: 1, Base: 100 * time.Millisecond},
+		Phases: []Phase{{Label: "load", Rate: 4, Dur: 4 * time.Second}, {Label: "cool-down", Dur: time.Second}}}
+	r, err := RunScenario(context.Background(), scn, Options{Scale: 1, Store: "memory", Machine: MachineInfo()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := r.Browser
+	if b == nil || b.Pages == 0 || b.PeakRSSBytes <= 0 || b.PeakPSSBytes <= 0 || b.PeakPSSBytes > b.PeakRSSBytes || b.Starts < 1 || b.P95Ms <= 0 || b.MaxBrowsers != 1 || b.TabsPerBrowser != 2 {
+		t.Fatalf("browser account %+v", b)
+	}
+	var scrapes int64
+	for _, e := range r.ByEvent {
+		if e.Event == "page:scrape-requested" {
+			scrapes = e.Attempted
+			if e.Dropped != b.Dropped {
+				t.Errorf("dropped %d by event, %d in the browser account", e.Dropped, b.Dropped)
+			}
+		}
+	}
+	if b.Pages+b.PageErrors > scrapes*2 || scrapes == 0 {
+		t.Errorf("%d reads, %d failed, for %d scrape requests (one retry each at most)", b.Pages, b.PageErrors, scrapes)
+	}
+	text := report.Text(r)
+	if !strings.Contains(text, "Browser Pool (Chromium, 1×2 tabs)") || !strings.Contains(text, "Peak browser mem") {
+		t.Errorf("text report lacks the browser pool:\n%s", text)
 	}
 }

@@ -530,6 +530,12 @@ func summarize(r *report.Report, s Scenario, all []Counters, ledger []ledgerLine
 		r.Durations = report.Durations{Count: durations.Count(), AvgMs: durations.Sum() / float64(durations.Count()),
 			MinMs: durations.Min(), P50Ms: q(0.5), P95Ms: q(0.95), P99Ms: q(0.99), MaxMs: durations.Max()}
 	}
+	if b := s.Browser; b != nil {
+		r.Browser = browserSummary(*b, all, r.Samples, t.DurationS)
+		if e := events["page:scrape-requested"]; e != nil {
+			r.Browser.Dropped = e.Dropped
+		}
+	}
 	if s.Saturate {
 		r.Capacity = &report.Capacity{RunsPerSec: final.SaturationRPS, SeedsPerSec: final.SaturationSPS, Concurrency: s.Concurrency}
 	}
@@ -537,6 +543,34 @@ func summarize(r *report.Report, s Scenario, all []Counters, ledger []ledgerLine
 		r.Recovery.Reclaimed = final.Reclaims
 		r.Recovery.Fenced = final.Fenced
 	}
+}
+
+// browserSummary totals the real-browser scraper's page reads over the
+// children and takes the peak of its browsers' memory from the samples.
+func browserSummary(b BrowserPool, all []Counters, samples []report.Sample, seconds float64) *report.Browser {
+	out := &report.Browser{MaxBrowsers: b.MaxBrowsers, TabsPerBrowser: b.TabsPerBrowser}
+	pages := obs.NewSketch()
+	for _, c := range all {
+		out.Pages += c.Pages
+		out.PageErrors += c.PageErrors
+		out.Starts += c.BrowserStarts
+		out.Crashes += c.BrowserCrashes
+		if k, err := obs.DecodeSketch(c.PageDurations); err == nil {
+			pages.Merge(k)
+		}
+	}
+	if seconds > 0 {
+		out.PagesPerSec = float64(out.Pages) / seconds
+	}
+	if pages.Count() > 0 {
+		q := func(p float64) float64 { v, _ := pages.Quantile(p); return v }
+		out.P50Ms, out.P95Ms, out.MaxMs = q(0.5), q(0.95), pages.Max()
+	}
+	for _, smp := range samples {
+		out.PeakRSSBytes = max(out.PeakRSSBytes, smp.BrowserRSSBytes)
+		out.PeakPSSBytes = max(out.PeakPSSBytes, smp.BrowserPSSBytes)
+	}
+	return out
 }
 
 // MachineInfo describes this machine.

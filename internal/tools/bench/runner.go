@@ -63,6 +63,14 @@ type Counters struct {
 	Queue          map[string]int64 `json:"queue,omitempty"`
 	SaturationRPS  float64          `json:"saturationRunsPerSec,omitempty"`
 	SaturationSPS  float64          `json:"saturationSeedsPerSec,omitempty"`
+	// The real-browser scraper's page reads (effect bodies that ran, not
+	// replays), their durations (encoded sketch, ms), and its pool's
+	// browser starts and crashes.
+	Pages          int64  `json:"pages,omitempty"`
+	PageErrors     int64  `json:"pageErrors,omitempty"`
+	PageDurations  []byte `json:"pageDurations,omitempty"`
+	BrowserStarts  int64  `json:"browserStarts,omitempty"`
+	BrowserCrashes int64  `json:"browserCrashes,omitempty"`
 }
 
 // Line is one progress line from a child.
@@ -79,6 +87,7 @@ type tally struct {
 	c         Counters
 	total     *obs.Sketch
 	window    []*obs.Sketch // the last 5 sampling windows, for the sliding p95
+	pages     *obs.Sketch   // real-browser page reads
 	completed atomic.Int64
 	errored   atomic.Int64
 	emits     atomic.Int64
@@ -89,7 +98,7 @@ type tally struct {
 func newTally() *tally {
 	return &tally{
 		c:     Counters{Attempted: map[string]int64{}, Admitted: map[string]int64{}, Dropped: map[string]int64{}, PhaseAttempts: map[string]int64{}},
-		total: obs.NewSketch(), window: []*obs.Sketch{obs.NewSketch()}, firstRun: make(chan struct{}),
+		total: obs.NewSketch(), window: []*obs.Sketch{obs.NewSketch()}, pages: obs.NewSketch(), firstRun: make(chan struct{}),
 	}
 }
 
@@ -130,8 +139,16 @@ func (t *tally) event(ev yella.Event) {
 		t.c.Reclaims++
 	case yella.EffectCompleted:
 		t.c.EffCompleted++
+		if isPageRead(ev.EffectKey) {
+			t.c.Pages++
+			t.pages.AddMs(float64(ev.Duration) / float64(time.Millisecond))
+		}
 	case yella.EffectFailed:
 		t.c.EffErrored++
+		if isPageRead(ev.EffectKey) {
+			t.c.PageErrors++
+			t.pages.AddMs(float64(ev.Duration) / float64(time.Millisecond))
+		}
 	case yella.EffectReplayed:
 		t.c.EffReplayed++
 	case yella.InternalError:
@@ -181,6 +198,9 @@ func (t *tally) snapshot(roll bool) (Counters, float64) {
 	}
 	c.Attempted, c.Admitted, c.Dropped, c.PhaseAttempts = clone(c.Attempted), clone(c.Admitted), clone(c.Dropped), clone(c.PhaseAttempts)
 	c.Durations = t.total.Encode()
+	if t.pages.Count() > 0 {
+		c.PageDurations = t.pages.Encode()
+	}
 	win := obs.NewSketch()
 	for _, w := range t.window {
 		win.Merge(w)
@@ -204,6 +224,7 @@ func Run(ctx context.Context, cfg RunConfig) error {
 	if err != nil {
 		return err
 	}
+	defer r.wl.closeBrowser()
 	stopSampling, sampling := r.startSampling(ctx)
 	if err := r.emitPhases(ctx); err != nil {
 		return err
@@ -274,6 +295,9 @@ func startRun(ctx context.Context, cfg RunConfig) (*runner, error) {
 	if err := r.wl.Register(eng); err != nil {
 		return nil, err
 	}
+	if err := r.wl.startBrowser(); err != nil {
+		return nil, err
+	}
 	eng.Subscribe(r.t.event)
 	if err := eng.Start(ctx); err != nil {
 		return nil, err
@@ -337,13 +361,15 @@ func (r *runner) sample(ctx context.Context) {
 	emits := r.t.emits.Load()
 	c, p95 := r.t.snapshot(true)
 	withQueue(&c, m)
+	browserRSS, browserPSS, starts, crashes := r.wl.browserMemory()
+	c.BrowserStarts, c.BrowserCrashes = starts, crashes
 	db := r.cfg.DBPath
 	s := report.Sample{
 		ElapsedS: now.Sub(r.start).Seconds(), Phase: r.phase.Load().(string), OfferedRate: r.offered.Load().(float64),
 		AchievedRate: float64(emits-r.lastEmits) / dt, Idle: m.Queue[yella.StatusIdle], Running: m.Queue[yella.StatusRunning],
 		Completed: m.Queue[yella.StatusCompleted] + m.Queue[yella.StatusDeferred] + m.Totals.Pruned, Errored: m.Queue[yella.StatusErrored] + m.Queue[yella.StatusDead] + m.Queue[yella.StatusFenced],
 		RunsPerSec: float64(done-r.lastCompleted) / dt, P95Ms: p95, RSSBytes: rss(), HeapBytes: heap(),
-		DBBytes: fileSize(db), WALBytes: fileSize(db + "-wal"),
+		DBBytes: fileSize(db), WALBytes: fileSize(db + "-wal"), BrowserRSSBytes: browserRSS, BrowserPSSBytes: browserPSS,
 	}
 	r.lastCompleted, r.lastEmits, r.lastAt = done, emits, now
 	r.send(Line{Sample: &s, Counters: &c})
@@ -358,6 +384,7 @@ func (r *runner) sendFinal(ctx context.Context) error {
 		return err
 	}
 	withQueue(&c, m)
+	_, _, c.BrowserStarts, c.BrowserCrashes = r.wl.browserMemory()
 	r.send(Line{Counters: &c, Final: true})
 	return nil
 }

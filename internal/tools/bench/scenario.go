@@ -54,17 +54,20 @@ type Scraper struct {
 
 // Scenario is one benchmark.
 type Scenario struct {
-	ID          string    `json:"id"`
-	Label       string    `json:"label"`
-	Description string    `json:"description"`
-	Family      string    `json:"family"`
-	Kind        string    `json:"kind"`       // benchmark, soak, recovery, capacity
-	Visibility  string    `json:"visibility"` // public, internal
-	Tags        []string  `json:"tags"`
-	Concurrency int       `json:"concurrency"`
-	Scraper     *Scraper  `json:"scraper,omitempty"`
-	Retry       RetrySpec `json:"retry"`
-	Phases      []Phase   `json:"phases"`
+	ID          string   `json:"id"`
+	Label       string   `json:"label"`
+	Description string   `json:"description"`
+	Family      string   `json:"family"`
+	Kind        string   `json:"kind"`       // benchmark, soak, recovery, capacity
+	Visibility  string   `json:"visibility"` // public, internal
+	Tags        []string `json:"tags"`
+	Concurrency int      `json:"concurrency"`
+	Scraper     *Scraper `json:"scraper,omitempty"`
+	// Browser makes the scraper load real pages in a Chromium pool of this
+	// size (Debian's chromium package) instead of simulating them.
+	Browser *BrowserPool `json:"browser,omitempty"`
+	Retry   RetrySpec    `json:"retry"`
+	Phases  []Phase      `json:"phases"`
 	// RestartAt kills the engine process with SIGKILL at this offset and
 	// restarts it on the same database (recovery scenarios).
 	RestartAt time.Duration `json:"restart_at_ns,omitempty"`
@@ -167,7 +170,8 @@ func withModes(ps []Phase, modes ...Mode) []Phase {
 }
 
 // Catalogue returns every scenario: the fourteen of the published
-// benchmark page, with their workloads, plus the capacity family.
+// benchmark page, with their workloads, plus the real-browser scraper and
+// the capacity families.
 func Catalogue() []Scenario {
 	var out []Scenario
 	api := func(conc int) Scenario {
@@ -193,6 +197,19 @@ func Catalogue() []Scenario {
 			Description: "The API mix plus a browser-style scraper that holds 24 MB per active run, capped per process.",
 			Family:      "scraper-bounded", Kind: "benchmark", Visibility: "public", Tags: []string{"memory", "scraper", "bounded-concurrency"},
 			Concurrency: 40, Scraper: &Scraper{Cap: c, Weight: 3, MB: 24}, Retry: RetrySpec{1, 400 * time.Millisecond},
+			Phases: phases("warm-up", 6, 30, "steady", 18, 90, "burst", 36, 120, "cool-down", 0, 60),
+		})
+	}
+	// The same scraper mix with the scrape step in real Chromium, reading
+	// a local site: the per-process cap and the pool size swept together.
+	for _, b := range []struct{ cap, browsers, tabs int }{{1, 1, 1}, {5, 1, 5}, {10, 2, 5}} {
+		out = append(out, Scenario{
+			ID:          fmt.Sprintf("scraper-browser__fleet-c40__scraper-c%d__pool-%dx%d", b.cap, b.browsers, b.tabs),
+			Label:       fmt.Sprintf("Scraper in Chromium, cap %d, %d×%d tabs", b.cap, b.browsers, b.tabs),
+			Description: "The scraper-bounded mix with each scrape loading a page of a local site (varied sizes, slow pages, failures) in headless Chromium.",
+			Family:      "scraper-browser", Kind: "benchmark", Visibility: "internal", Tags: []string{"memory", "scraper", "browser", "chromium", "bounded-concurrency"},
+			Concurrency: 40, Scraper: &Scraper{Cap: b.cap, Weight: 3, MB: 0}, Browser: &BrowserPool{MaxBrowsers: b.browsers, TabsPerBrowser: b.tabs},
+			Retry:  RetrySpec{1, 400 * time.Millisecond},
 			Phases: phases("warm-up", 6, 30, "steady", 18, 90, "burst", 36, 120, "cool-down", 0, 60),
 		})
 	}
@@ -243,7 +260,7 @@ func Catalogue() []Scenario {
 }
 
 // Groups are the names accepted besides scenario ids.
-var Groups = []string{"public", "internal", "soak", "recovery", "capacity", "all"}
+var Groups = []string{"public", "internal", "soak", "recovery", "capacity", "browser", "all"}
 
 // Select resolves a scenario id or a group.
 func Select(target string) ([]Scenario, error) {
@@ -255,7 +272,8 @@ func Select(target string) ([]Scenario, error) {
 			target == "internal" && s.Visibility == "internal",
 			target == "soak" && s.Kind == "soak",
 			target == "recovery" && s.Kind == "recovery",
-			target == "capacity" && s.Kind == "capacity":
+			target == "capacity" && s.Kind == "capacity",
+			target == "browser" && s.Browser != nil:
 			out = append(out, s)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/connector/browser"
 )
 
 // span is a latency range in milliseconds.
@@ -78,6 +79,10 @@ type Workload struct {
 	// "yella serve" sets it; the benchmark scenarios leave it off. Set it
 	// before Register.
 	DeferApprovals bool
+
+	// The real-browser scraper's site and pool (Scenario.Browser).
+	site *scrapeSite
+	pool *browser.Pool
 }
 
 // NewWorkload builds the workload of s. If witness is not nil every effect
@@ -322,11 +327,14 @@ func (w *Workload) approvalSteps() []step {
 }
 
 // scraperSteps is the scraper chain: a browser-style scrape that holds
-// sc.MB of touched memory while it runs, capped at sc.Cap, then a
-// follow-up.
+// sc.MB of touched memory while it runs (or, with Scenario.Browser, loads
+// the page in Chromium), capped at sc.Cap, then a follow-up.
 func (w *Workload) scraperSteps(sc *Scraper) []step {
 	return []step{
 		{"browser-scrape", "page:scrape-requested", []string{"page:scraped"}, func(c *yella.Ctx, in payload, m Mode) yella.Result {
+			if w.pool != nil {
+				return w.browserScrape(c, in)
+			}
 			mem := make([]byte, sc.MB<<20)
 			for i := 0; i < len(mem); i += 4096 {
 				mem[i] = 1 // touch every page, as a browser would

@@ -217,6 +217,15 @@ func Run(ctx context.Context, name string, args []string, stdout, stderr io.Writ
 		opts.Progress = stderr
 	}
 	for _, s := range scenarios {
+		// A group skips what this machine cannot run (a real-browser
+		// scenario without Chromium); a scenario asked for by name fails.
+		if err := s.Unavailable(); err != nil {
+			if len(scenarios) == 1 {
+				return err
+			}
+			fmt.Fprintf(stderr, "skipping %v\n", err)
+			continue
+		}
 		r, err := bench.RunScenario(ctx, s, opts)
 		if opts.Progress != nil {
 			fmt.Fprintln(stderr)

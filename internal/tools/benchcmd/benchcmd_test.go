@@ -74,3 +74,21 @@ func TestPublishNeedsTheRoot(t *testing.T) {
 		t.Fatalf("--publish with --docs: %v", err)
 	}
 }
+
+// Without Chromium a group skips its real-browser scenarios, saying so,
+// and one asked for by name fails with the reason.
+func TestBrowserScenariosNeedChromium(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	var out, errOut bytes.Buffer
+	if err := Run(context.Background(), "yella bench", []string{"browser", "--scale", "0.01"}, &out, &errOut); err != nil {
+		t.Fatalf("group browser without Chromium: %v", err)
+	}
+	if n := strings.Count(errOut.String(), "skipping scraper-browser__"); n != 3 || !strings.Contains(errOut.String(), "needs Chromium") {
+		t.Errorf("stderr (%d skipped):\n%s", n, errOut.String())
+	}
+	err := Run(context.Background(), "yella bench", []string{"scraper-browser__fleet-c40__scraper-c1__pool-1x1", "--scale", "0.01"}, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "apt-get install chromium") {
+		t.Errorf("one browser scenario without Chromium: %v", err)
+	}
+}

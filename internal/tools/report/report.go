@@ -32,6 +32,7 @@ type Report struct {
 	Effects    Effects    `json:"effects"`
 	Recovery   *Recovery  `json:"recovery,omitempty"`
 	Capacity   *Capacity  `json:"capacity,omitempty"`
+	Browser    *Browser   `json:"browser,omitempty"`
 	Notes      []string   `json:"notes,omitempty"`
 	Files      Files      `json:"reportFiles"`
 }
@@ -92,6 +93,12 @@ type Sample struct {
 	DBBytes      int64   `json:"dbSizeBytes"`
 	WALBytes     int64   `json:"walSizeBytes"`
 	Restart      bool    `json:"restart,omitempty"` // first sample of a restarted process
+	// BrowserRSSBytes and BrowserPSSBytes are the memory of the Chromium
+	// process trees of a real-browser scenario: the sum of their processes'
+	// RSS (shared pages counted in each process) and of their PSS (shared
+	// pages split between the processes).
+	BrowserRSSBytes int64 `json:"browserRssBytes,omitempty"`
+	BrowserPSSBytes int64 `json:"browserPssBytes,omitempty"`
 }
 
 // Phase is what a phase achieved.
@@ -184,6 +191,24 @@ type Capacity struct {
 	RunsPerSec  float64 `json:"saturationRunsPerSec"`
 	SeedsPerSec float64 `json:"saturationSeedsPerSec"`
 	Concurrency int     `json:"concurrency"`
+}
+
+// Browser is the account of a real-browser scraper: its Chromium pool,
+// the pages it read and the memory its browsers held.
+type Browser struct {
+	MaxBrowsers    int     `json:"maxBrowsers"`
+	TabsPerBrowser int     `json:"tabsPerBrowser"`
+	Pages          int64   `json:"pages"`          // page reads that succeeded
+	PageErrors     int64   `json:"pageErrors"`     // page reads that failed (each attempt)
+	Dropped        int64   `json:"scrapesDropped"` // scrape requests dropped at the per-process cap
+	PagesPerSec    float64 `json:"pagesPerSec"`
+	P50Ms          float64 `json:"pageP50Ms"` // page read durations, successes and failures
+	P95Ms          float64 `json:"pageP95Ms"`
+	MaxMs          float64 `json:"pageMaxMs"`
+	PeakRSSBytes   int64   `json:"peakBrowserRssBytes"` // Chromium process trees, the largest sample (sum of RSS)
+	PeakPSSBytes   int64   `json:"peakBrowserPssBytes"` // the same in PSS
+	Starts         int64   `json:"browserStarts"`
+	Crashes        int64   `json:"browserCrashes"`
 }
 
 // Files are where the report was written.

@@ -208,3 +208,11 @@ func TestPostgresRunsListedApart(t *testing.T) {
 		t.Errorf("the PostgreSQL row does not show the run beside SQLite's: %s", row)
 	}
 }
+
+// A real-browser scraper's report adds the browser pool's account.
+func TestTextGoldenBrowser(t *testing.T) {
+	r := sample()
+	r.Browser = &Browser{MaxBrowsers: 2, TabsPerBrowser: 5, Pages: 812, PageErrors: 31, Dropped: 44, PagesPerSec: 6.77,
+		P50Ms: 412, P95Ms: 2310, MaxMs: 5004, PeakRSSBytes: 1734 << 20, PeakPSSBytes: 734 << 20, Starts: 2, Crashes: 0}
+	golden(t, "text_browser.golden", Text(r))
+}

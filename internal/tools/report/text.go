@@ -174,6 +174,15 @@ func textResources(l *lines, r *Report) {
 	w("  Peak queue        %d", mem.PeakQueue)
 	w("  DB file           %s", mb(mem.DBBytes))
 	w("  WAL file          %s (peak %s)", mb(mem.WALBytes), mb(mem.PeakWALBytes))
+	if b := r.Browser; b != nil {
+		w("")
+		w("Browser Pool (Chromium, %d×%d tabs)", b.MaxBrowsers, b.TabsPerBrowser)
+		w("  Pages read        %d (%.2f pages/s), %d failed reads", b.Pages, b.PagesPerSec, b.PageErrors)
+		w("  Scrapes dropped   %d (at the per-process cap)", b.Dropped)
+		w("  Page read         p50 %.0fms  p95 %.0fms  max %.0fms", b.P50Ms, b.P95Ms, b.MaxMs)
+		w("  Peak browser mem  PSS %s, RSS %s (process trees; engine peak RSS %s)", mb(b.PeakPSSBytes), mb(b.PeakRSSBytes), mb(mem.PeakRSSBytes))
+		w("  Browsers          %d started, %d crashed", b.Starts, b.Crashes)
+	}
 }
 
 // textRecovery writes what a restart drill found, if the run had one.
