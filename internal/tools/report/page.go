@@ -290,6 +290,53 @@ func (p *page) scraper() {
 	w("")
 	p.table("Bounded scraper", p.pick("scraper-bounded__fleet-c40__scraper-c1", "scraper-bounded__fleet-c40__scraper-c5", "scraper-bounded__fleet-c40__scraper-c10"), true)
 	p.chart("scraper-cap.svg", "Scraper cap against peak RSS and admissions")
+	p.browserScraper()
+}
+
+// browserScraper writes the real-browser scraper scenarios (family
+// scraper-browser), each beside the simulated scraper of the same cap.
+func (p *page) browserScraper() {
+	var rows []*Report
+	for id, r := range p.latest {
+		if strings.HasPrefix(id, "scraper-browser__") && r.Browser != nil {
+			rows = append(rows, r)
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	sort.Slice(rows, func(i, j int) bool { return naturalLess(rows[i].Scenario.ID, rows[j].Scenario.ID) })
+	w := p.w
+	w("### Real browser")
+	w("")
+	w("The same mix, with the scrape step reading pages in headless Chromium (`connector/browser`, Debian's `chromium`): a")
+	w("local site served by the benchmark itself (75% of pages 2–20 KB, 20% 50–200 KB, 5% 1 MB; 10% slow (1–3 s), 1% hung")
+	w("past the 5 s page timeout, 2% not found, 3% answered 503), the per-process cap and the pool swept. Chromium's memory")
+	w("is its process trees' at the largest sample, in PSS (shared pages counted once) and as the sum of RSS; the simulated")
+	w("scraper of the same cap is the table above.")
+	w("")
+	w("| Scenario | Pool (browsers × tabs) | Pages read (failed) | Pages/s | Page read p50 / p95 | Scrapes dropped | Chromium peak, PSS / RSS sum | Engine peak RSS | Simulated, same cap: dropped, p95, peak RSS | Reports |")
+	w("|---|---|---|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		b := r.Browser
+		sim := "not run"
+		if s := p.latest["scraper-bounded__fleet-c40__scraper-c"+capOf(r.Scenario.ID)]; s != nil {
+			sim = fmt.Sprintf("%d, %.0f ms, %.0f MB%s", s.Totals.SeedDropped, s.Durations.P95Ms, float64(s.Memory.PeakRSSBytes)/(1<<20), scaleNote(s))
+		}
+		w("| %s%s | %d × %d | %d (%d) | %.2f | %.0f / %.0f ms | %d | %.0f / %.0f MB | %.0f MB | %s | %s |",
+			r.Scenario.Label, scaleNote(r), b.MaxBrowsers, b.TabsPerBrowser, b.Pages, b.PageErrors, b.PagesPerSec, b.P50Ms, b.P95Ms,
+			b.Dropped, float64(b.PeakPSSBytes)/(1<<20), float64(b.PeakRSSBytes)/(1<<20), float64(r.Memory.PeakRSSBytes)/(1<<20), sim, link(r, p.reportsRel))
+	}
+	w("")
+}
+
+// capOf is the scraper cap a scenario id names ("…__scraper-c5__…": "5").
+func capOf(id string) string {
+	_, rest, ok := strings.Cut(id, "__scraper-c")
+	if !ok {
+		return ""
+	}
+	return rest[:digits(rest)]
 }
 
 // trust writes the section of bursts, degraded downstreams, soaks and

@@ -216,3 +216,45 @@ func TestTextGoldenBrowser(t *testing.T) {
 		P50Ms: 412, P95Ms: 2310, MaxMs: 5004, PeakRSSBytes: 1734 << 20, PeakPSSBytes: 734 << 20, Starts: 2, Crashes: 0}
 	golden(t, "text_browser.golden", Text(r))
 }
+
+// A real-browser scraper run is listed in the page's real-browser table
+// with its pool's account, beside the simulated scraper of the same cap.
+func TestBrowserRunsOnPage(t *testing.T) {
+	t.Chdir(t.TempDir())
+	sim := sample()
+	sim.Scenario.ID, sim.Scenario.Label = "scraper-bounded__fleet-c40__scraper-c5", "Scraper bounded, cap 5"
+	sim.Totals.SeedDropped = 78
+	br := sample()
+	br.Scenario.ID, br.Scenario.Label = "scraper-browser__fleet-c40__scraper-c5__pool-1x5", "Scraper, real browser, cap 5"
+	br.Browser = &Browser{MaxBrowsers: 1, TabsPerBrowser: 5, Pages: 93, PageErrors: 2, Dropped: 33, PagesPerSec: 2.42,
+		P50Ms: 561, P95Ms: 3262, PeakRSSBytes: 2053 << 20, PeakPSSBytes: 919 << 20}
+	for _, r := range []*Report{sim, br} {
+		if err := r.Write("reports"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	docs := t.TempDir()
+	if err := Page("reports", docs); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(docs, "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := string(md)
+	i := strings.Index(sec, "### Real browser")
+	if i < 0 {
+		t.Fatalf("no real-browser section:\n%s", md)
+	}
+	row := sec[i:]
+	row = row[strings.Index(row, "| "+br.Scenario.Label):]
+	row = row[:strings.Index(row, "\n")]
+	for _, want := range []string{"| 1 × 5 |", "| 93 (2) |", "| 2.42 |", "| 561 / 3262 ms |", "| 33 |", "| 919 / 2053 MB |", "| 78, 584 ms,"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("the real-browser row has no %q: %s", want, row)
+		}
+	}
+	if capOf(br.Scenario.ID) != "5" || capOf("api-mixed__fleet-c20") != "" {
+		t.Errorf("capOf: %q, %q", capOf(br.Scenario.ID), capOf("api-mixed__fleet-c20"))
+	}
+}
