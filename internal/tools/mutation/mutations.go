@@ -45,7 +45,7 @@ var (
 // README names them). Each edit's old text must occur exactly once in its
 // file; when the code it targets changes, the check fails naming the
 // mutation, which must then be re-targeted, not dropped.
-var All = append(coreMutations, pgMutations...)
+var All = append(append(coreMutations, connectorMutations...), pgMutations...)
 
 // coreMutations break the guarantees of the engine and the SQLite store.
 var coreMutations = []Mutation{
@@ -312,6 +312,50 @@ var coreMutations = []Mutation{
 			New:  `if verr := validatePayload("follow-up "+event, targets, payload); verr != nil && false {`,
 		}},
 		Tests: []Test{{Pkg: ".", Run: "^TestFollowUpValidated$"}},
+	},
+}
+
+// connectorMutations break the connectors' guarantees.
+var connectorMutations = []Mutation{
+	{
+		Name:      "http-call-outside-effect",
+		Guarantee: "an HTTP call through httpx is one durable effect: a completed call is never sent again, an unknown outcome fences the run",
+		Edits: []Edit{{
+			File: "connector/httpx/httpx.go",
+			Old:  "\treturn yella.Effect(c, key, func(ctx context.Context) (Response, error) {\n\t\treturn o.call(ctx, req)\n\t}, eo...)",
+			New:  "\t_ = eo\n\treturn o.call(c, req)",
+		}},
+		Tests: []Test{{Pkg: "./connector/httpx", Run: "^TestCrashMidCall$"}, {Pkg: "./connector/httpx", Run: "^TestCompletedCallNotResent$"}},
+	},
+	{
+		Name:      "llm-chat-not-idempotent",
+		Guarantee: "a chat completion cut by a crash is called again (same idempotency key), never fenced or half recorded",
+		Edits: []Edit{{
+			File: "connector/llm/llm.go",
+			Old:  "\t}, yella.Idempotent())",
+			New:  "\t})",
+		}},
+		Tests: []Test{{Pkg: "./connector/llm", Run: "^TestCrashMidStream$"}},
+	},
+	{
+		Name:      "webhook-retry-admitted-again",
+		Guarantee: "a provider's retry of a webhook (same event id) admits nothing new",
+		Edits: []Edit{{
+			File: "connector/webhook/webhook.go",
+			Old:  `yella.IdempotencyKey(name+":"+d.ID)`,
+			New:  `yella.IdempotencyKey(name+":"+d.ID+time.Now().String())`,
+		}},
+		Tests: []Test{{Pkg: "./connector/webhook", Run: "^TestRetryAdmitsOnce$"}},
+	},
+	{
+		Name:      "browser-outlives-engine",
+		Guarantee: "a Chromium started by the pool dies with its engine, even a SIGKILLed one (no orphaned browser)",
+		Edits: []Edit{{
+			File: "connector/browser/proc_linux.go",
+			Old:  "\tcmd.SysProcAttr.Pdeathsig = syscall.SIGKILL",
+			New:  "",
+		}},
+		Tests: []Test{{Pkg: "./connector/browser", Run: "^TestEngineKilledMidScrape$", Timeout: 3 * time.Minute}},
 	},
 }
 

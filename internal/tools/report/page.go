@@ -313,7 +313,7 @@ func (p *page) browserScraper() {
 	w("local site served by the benchmark itself (75% of pages 2–20 KB, 20% 50–200 KB, 5% 1 MB; 10% slow (1–3 s), 1% hung")
 	w("past the 5 s page timeout, 2% not found, 3% answered 503), the per-process cap and the pool swept. Chromium's memory")
 	w("is its process trees' at the largest sample, in PSS (shared pages counted once) and as the sum of RSS; the simulated")
-	w("scraper of the same cap is the table above.")
+	w("scraper of the same cap is the table above, at its own scale (drops count over a run: compare them at equal scales).")
 	w("")
 	w("| Scenario | Pool (browsers × tabs) | Pages read (failed) | Pages/s | Page read p50 / p95 | Scrapes dropped | Chromium peak, PSS / RSS sum | Engine peak RSS | Simulated, same cap: dropped, p95, peak RSS | Reports |")
 	w("|---|---|---|---|---|---|---|---|---|---|")
@@ -321,7 +321,7 @@ func (p *page) browserScraper() {
 		b := r.Browser
 		sim := "not run"
 		if s := p.latest["scraper-bounded__fleet-c40__scraper-c"+capOf(r.Scenario.ID)]; s != nil {
-			sim = fmt.Sprintf("%d, %.0f ms, %.0f MB%s", s.Totals.SeedDropped, s.Durations.P95Ms, float64(s.Memory.PeakRSSBytes)/(1<<20), scaleNote(s))
+			sim = fmt.Sprintf("%d, %.0f ms, %.0f MB (scale %g)", s.Totals.SeedDropped, s.Durations.P95Ms, float64(s.Memory.PeakRSSBytes)/(1<<20), s.Scale)
 		}
 		w("| %s%s | %d × %d | %d (%d) | %.2f | %.0f / %.0f ms | %d | %.0f / %.0f MB | %.0f MB | %s | %s |",
 			r.Scenario.Label, scaleNote(r), b.MaxBrowsers, b.TabsPerBrowser, b.Pages, b.PageErrors, b.PagesPerSec, b.P50Ms, b.P95Ms,
