@@ -58,7 +58,53 @@ func DecodeKey(enc string) []string {
 // EffectOption configures one Effect call.
 type EffectOption func(*effectOpts)
 
-type effectOpts struct{ idempotent bool }
+type effectOpts struct {
+	idempotent bool
+	reconcile  func(ctx context.Context, idempotencyKey string) Reconciliation
+}
+
+// Reconciliation is what a Reconcile function found out about an effect
+// whose outcome a crash left unknown: EffectDone, EffectNotDone or
+// EffectUnknown.
+type Reconciliation struct {
+	verdict reconcileVerdict
+	result  any
+}
+
+type reconcileVerdict uint8
+
+const (
+	verdictUnknown reconcileVerdict = iota
+	verdictDone
+	verdictNotDone
+)
+
+// EffectDone says the effect did happen, with result (which must encode
+// as JSON into the effect's type): it is recorded as completed with it and
+// the run goes on without running the body.
+func EffectDone(result any) Reconciliation {
+	return Reconciliation{verdict: verdictDone, result: result}
+}
+
+// EffectNotDone says the effect did not happen: the body runs, with the
+// same EffectIdempotencyKey.
+func EffectNotDone() Reconciliation { return Reconciliation{verdict: verdictNotDone} }
+
+// EffectUnknown says the outcome cannot be told: the run is fenced for an
+// operator, as without a Reconcile function.
+func EffectUnknown() Reconciliation { return Reconciliation{} }
+
+// Reconcile gives an effect a way to find out, after a crash, whether it
+// happened. When an attempt finds the effect started by an attempt that is
+// gone (its outcome unknown), fn is asked first, with the effect's
+// EffectIdempotencyKey (a downstream that deduplicates by key can usually
+// be asked for it): EffectDone records the effect as completed with the
+// result fn gives, and the run continues; EffectNotDone runs the body
+// again; EffectUnknown (or a panic in fn) fences the run as usual. fn runs
+// only in that case, never on a first execution or a replay.
+func Reconcile(fn func(ctx context.Context, idempotencyKey string) Reconciliation) EffectOption {
+	return func(o *effectOpts) { o.reconcile = fn }
+}
 
 // Idempotent declares that the effect's body is safe to run again with the
 // same idempotency key (EffectIdempotencyKey): an effect found started by
@@ -104,7 +150,16 @@ func Effect[T any, K EffectKey](c *Ctx, key K, fn func(ctx context.Context) (T, 
 	}
 	a := c.a
 	k := encodeKey(key)
-	rec, err := a.beginEffect(k, o.idempotent)
+	idempotent := o.idempotent
+	if o.reconcile != nil && !idempotent && a.startedBefore(k) {
+		switch v := a.reconcileEffect(c, k, o.reconcile); v.verdict {
+		case verdictDone:
+			return resolveEffect[T](a, k, v.result)
+		case verdictNotDone:
+			idempotent = true // the body runs again
+		}
+	}
+	rec, err := a.beginEffect(k, idempotent)
 	if err != nil {
 		return zero, err
 	}
@@ -135,6 +190,50 @@ func Effect[T any, K EffectKey](c *Ctx, key K, fn func(ctx context.Context) (T, 
 		return zero, ferr
 	}
 	a.e.publish(a.event(EffectCompleted, func(ev *Event) { ev.EffectKey, ev.Duration = k, dur }))
+	return v, nil
+}
+
+// startedBefore reports whether k was found started by an earlier
+// attempt: its outcome is unknown.
+func (a *attempt) startedBefore(k string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	rec, ok := a.effects[k]
+	return ok && rec.Status == store.EffectStarted && !a.inflight[k]
+}
+
+// reconcileEffect asks fn about effect k; a panic counts as unknown.
+func (a *attempt) reconcileEffect(c *Ctx, k string, fn func(context.Context, string) Reconciliation) (v Reconciliation) {
+	defer func() {
+		if p := recover(); p != nil {
+			a.e.log.Warn("reconcile panicked: the effect's outcome stays unknown", "run", a.run.ID, "effect", k, "panic", fmt.Sprint(p))
+			v = EffectUnknown()
+		}
+	}()
+	key := idempotencyKey(a.run.ID, k)
+	return fn(context.WithValue(context.Context(c), idemKeyCtx{}, key), key)
+}
+
+// resolveEffect records effect k, found started by a gone attempt, as
+// completed with result (a reconcile function's EffectDone), under this
+// attempt's epoch, and returns result as the effect's value.
+func resolveEffect[T any](a *attempt, k string, result any) (T, error) {
+	var zero T
+	out, err := json.Marshal(result)
+	if err != nil {
+		return zero, &Error{Code: CodeInvalidPayload, Op: "effect", Msg: "reconciled result of " + k + " is not JSON-encodable", Err: err}
+	}
+	var v T
+	if err := json.Unmarshal(nullIfEmpty(out), &v); err != nil {
+		return zero, &Error{Code: CodeInvalidPayload, Op: "effect", Msg: "reconciled result of " + k + " does not decode into the effect's type", Err: err}
+	}
+	if _, err := a.beginEffect(k, true); err != nil {
+		return zero, err
+	}
+	if err := a.finishEffect(k, out, nil); err != nil {
+		return zero, err
+	}
+	a.e.publish(a.event(EffectResolved, func(ev *Event) { ev.EffectKey = k }))
 	return v, nil
 }
 

@@ -508,6 +508,15 @@ func opsCases() []Case {
 			_, err = e2.CompleteEffect(h.Ctx(), id, "str:charge", 1)
 			ExpectCode(h, "second resolve", err, yella.CodeInvalidRunState)
 		}},
+		Case{Name: "Effect/ReconciledDone", Note: "new: a Reconcile function that finds the effect done records it with its result; the body does not run again", Fn: func(h *H) {
+			reconcileCase(h, yella.EffectDone(7), store.StatusCompleted, 1, `7`)
+		}},
+		Case{Name: "Effect/ReconciledNotDone", Note: "new: a Reconcile function that finds the effect not done runs the body again, with the same idempotency key", Fn: func(h *H) {
+			reconcileCase(h, yella.EffectNotDone(), store.StatusCompleted, 2, `2`)
+		}},
+		Case{Name: "Effect/ReconciledUnknown", Note: "new: a Reconcile function that cannot tell leaves the run fenced, as without one", Fn: func(h *H) {
+			reconcileCase(h, yella.EffectUnknown(), store.StatusFenced, 1, ``)
+		}},
 		Case{Name: "Effect/EveryEffectHasAStableKey", Note: "new: every effect body has an EffectIdempotencyKey, the same when a failed body runs again", Fn: func(h *H) {
 			var keys []string
 			var mu sync.Mutex
@@ -591,4 +600,55 @@ func hasNote(tl []yella.TimelineEntry, note string) bool {
 		}
 	}
 	return false
+}
+
+// reconcileCase leaves an effect started by an attempt that a hard stop
+// abandoned mid-body, starts a second engine, and checks what the effect's
+// Reconcile function, answering verdict, makes of it: the run's status and
+// output, how often the body ran, and that the function was asked once,
+// with the effect's idempotency key.
+func reconcileCase(h *H, verdict yella.Reconciliation, want store.Status, calls int32, output string) {
+	var n, asked atomic.Int32
+	var keys sync.Map
+	release := newGate()
+	defer release.open()
+	proc := yella.Process{Name: "a", On: "ev", Retry: &yella.Retry{Max: 3, Backoff: yella.Fixed(0)}, Run: func(c *yella.Ctx) yella.Result {
+		v, err := yella.Effect(c, "charge", func(ctx context.Context) (int, error) {
+			keys.Store("body", yella.EffectIdempotencyKey(ctx))
+			if n.Add(1) == 1 {
+				<-release.ch // hangs through the hard stop
+			}
+			return int(n.Load()), nil
+		}, yella.Reconcile(func(ctx context.Context, key string) yella.Reconciliation {
+			asked.Add(1)
+			keys.Store("reconcile", key)
+			if yella.EffectIdempotencyKey(ctx) != key {
+				return yella.EffectUnknown()
+			}
+			return verdict
+		}))
+		if err != nil {
+			return c.Error(err)
+		}
+		return c.OK(v)
+	}}
+	e := h.Started(yella.Config{}, proc)
+	id := h.One(e, "ev", nil)
+	h.WaitFor("effect started", func() bool { return n.Load() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	e.Stop(ctx)
+	cancel()
+	h.Started(yella.Config{}, proc)
+	r := h.WaitStatus(id, want)
+	Expect(h, "body calls", n.Load(), calls)
+	Expect(h, "reconcile asked", asked.Load(), int32(1))
+	if output != "" {
+		Expect(h, "output", string(r.Output), output)
+		effs, err := h.St.Effects(h.Ctx(), id)
+		Expect(h, "effects read", err, nil)
+		Expect(h, "one completed effect", len(effs) == 1 && effs[0].Status == store.EffectCompleted && string(effs[0].Output) == output, true)
+	}
+	body, _ := keys.Load("body")
+	rk, _ := keys.Load("reconcile")
+	Expect(h, "reconcile got the body's idempotency key", rk, body)
 }

@@ -61,8 +61,9 @@ const (
 	// EffectReplayed: a completed effect returned its stored result
 	// without running its body.
 	EffectReplayed EventType = "effect:replayed"
-	// EffectResolved: an operator recorded a fenced run's started effect as
-	// done (Engine.CompleteEffect).
+	// EffectResolved: a started effect whose outcome a crash left unknown
+	// was recorded as done: by an operator for a fenced run
+	// (Engine.CompleteEffect), or by the effect's Reconcile function.
 	EffectResolved EventType = "effect:resolved"
 	// LeaseReclaimed: a run whose lease expired (its engine stopped
 	// heartbeating) was taken back for another attempt or the dead letters.

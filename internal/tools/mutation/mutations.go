@@ -294,6 +294,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{{Pkg: ".", Run: "^TestStoreHealth$"}, {Pkg: "./httpapi", Run: "^TestHealthStoreDown$"}, {Pkg: "./prommetrics", Run: "^TestStoreUp$"}},
 	},
 	{
+		Name:      "reconcile-ignored",
+		Guarantee: "an effect whose outcome a crash left unknown asks its Reconcile function before fencing the run",
+		Edits: []Edit{{
+			File: "effect.go",
+			Old:  "if o.reconcile != nil && !idempotent && a.startedBefore(k) {",
+			New:  "if false && o.reconcile != nil && !idempotent && a.startedBefore(k) {",
+		}},
+		Tests: []Test{memConf("Effect/ReconciledDone"), memConf("Effect/ReconciledNotDone")},
+	},
+	{
 		Name:      "emit-not-validated",
 		Guarantee: "a payload a listener's Validate refuses is refused at Emit and EmitBatch, admitting nothing",
 		Edits: []Edit{{
