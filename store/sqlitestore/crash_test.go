@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,4 +152,62 @@ func TestCrashRandom(t *testing.T) {
 		t.Errorf("the killed children held %d runs, %d taken up again: the reclaim was not measured", held, rc.Taken)
 	}
 	t.Logf("%d kills: %s; %d runs held by killed children, the slowest claimed again %v after its restart", kills, rep, held, rc.Max.Round(time.Millisecond))
+}
+
+// TestCrashReconciled: the job's effect has a Reconcile function that
+// reads the witness (a body that wrote its line happened; one that did not
+// never ran). Under random SIGKILLs, many of them inside effect bodies, no
+// run ends fenced and no body runs twice: every effect a kill left started
+// is resolved, as done or as not done, and the report counts each.
+func TestCrashReconciled(t *testing.T) {
+	// Effects of 100 ms keep about 50 in flight at every kill; the runs
+	// outlast the 50 kills (about 150 complete per child).
+	runs, kills := 8000, 50
+	if raceEnabled {
+		runs, kills = 400, 6
+	}
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("YELLA_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("reproduce: YELLA_CRASH_SEED=%d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	cfg := crashFiles(t)
+	cfg.Runs, cfg.EffectDelay = runs, 100*time.Millisecond
+	cfg.Reconciled = filepath.Join(filepath.Dir(cfg.DB), "reconciled.txt")
+	for i := range kills {
+		c := mustSpawn(t, cfg)
+		select { // kill while handlers run, so that effects are left started
+		case <-c.Running():
+		case <-time.After(5 * time.Second): // every run may be done already
+		}
+		time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
+		c.Kill()
+		if o := c.Wait(); !o.Killed && o.Err != nil {
+			t.Fatalf("kill %d: child failed: %v", i, o.Err)
+		}
+	}
+	final := cfg
+	final.Exit = true
+	fc := mustSpawn(t, final)
+	if o := fc.Wait(); !o.Drained || o.Err != nil {
+		t.Fatalf("final child: drained %v, err %v", o.Drained, o.Err)
+	}
+	rep := check(t, cfg)
+	if rep.Runs != runs || rep.Completed != runs || rep.Fenced != 0 {
+		t.Errorf("%d runs, %d completed, %d fenced; want %d completed, none fenced", rep.Runs, rep.Completed, rep.Fenced, runs)
+	}
+	lines, err := crashtest.ReadLines(cfg.Reconciled)
+	if err != nil {
+		t.Fatal(err)
+	}
+	verdicts := map[string]int{}
+	for _, l := range lines {
+		v, _, _ := strings.Cut(l, " ")
+		verdicts[v]++
+	}
+	if !raceEnabled && verdicts["done"]+verdicts["not-done"] == 0 {
+		t.Errorf("no kill left an effect started: nothing was reconciled")
+	}
+	t.Logf("%d kills: %s; effects left started and reconciled: %d done, %d not done", kills, rep, verdicts["done"], verdicts["not-done"])
 }

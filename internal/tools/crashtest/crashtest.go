@@ -98,6 +98,11 @@ type Config struct {
 	// EmitFirst emits every run before the engine starts (the emissions are
 	// then the only writes).
 	EmitFirst bool
+	// Reconciled, when set, gives the job's effect a Reconcile function
+	// that reads the witness: a body that wrote its line happened
+	// (EffectDone), one that did not never ran (EffectNotDone). Each
+	// verdict is appended to this file as "done RUN" or "not-done RUN".
+	Reconciled string
 }
 
 // ChildMain runs the child if the environment asks for it and reports
@@ -288,6 +293,23 @@ func jobProcess(cfg Config, kl *killer, start time.Time) yella.Process {
 	var first sync.Once
 	return yella.Process{Name: "job", On: "job", Run: func(c *yella.Ctx) yella.Result {
 		first.Do(func() { fmt.Printf("first %d\n", time.Since(start).Microseconds()) }) // the parent times its arrival
+		var opts []yella.EffectOption
+		if cfg.Reconciled != "" {
+			opts = append(opts, yella.Reconcile(func(ctx context.Context, key string) yella.Reconciliation {
+				ran, err := witnessed(cfg.Witness, c.RunID())
+				if err != nil {
+					return yella.EffectUnknown()
+				}
+				verdict, v := "not-done", yella.EffectNotDone()
+				if ran {
+					verdict, v = "done", yella.EffectDone("receipt-"+c.RunID())
+				}
+				if err := AppendLine(cfg.Reconciled, verdict+" "+c.RunID()); err != nil {
+					return yella.EffectUnknown()
+				}
+				return v
+			}))
+		}
 		out, err := yella.Effect(c, "charge", func(ctx context.Context) (string, error) {
 			line, _ := json.Marshal(WitnessLine{Run: c.RunID(), Key: yella.MakeKey("charge").String(), Attempt: c.Attempt(), PID: os.Getpid()})
 			if err := AppendLine(cfg.Witness, string(line)); err != nil {
@@ -298,7 +320,7 @@ func jobProcess(cfg Config, kl *killer, start time.Time) yella.Process {
 				time.Sleep(cfg.EffectDelay)
 			}
 			return "receipt-" + c.RunID(), nil
-		})
+		}, opts...)
 		if err != nil {
 			return c.Error(err)
 		}
@@ -308,6 +330,21 @@ func jobProcess(cfg Config, kl *killer, start time.Time) yella.Process {
 		}
 		return c.OK(out)
 	}}
+}
+
+// witnessed reports whether the witness holds a body execution of run.
+func witnessed(path, run string) (bool, error) {
+	lines, err := ReadLines(path)
+	if err != nil && !os.IsNotExist(err) {
+		return false, err
+	}
+	for _, l := range lines {
+		var w WitnessLine
+		if json.Unmarshal([]byte(l), &w) == nil && w.Run == run {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // emitJobs admits cfg.Runs jobs with the keys k-0, k-1, …, appending each

@@ -301,7 +301,7 @@ var coreMutations = []Mutation{
 			Old:  "if o.reconcile != nil && !idempotent && a.startedBefore(k) {",
 			New:  "if false && o.reconcile != nil && !idempotent && a.startedBefore(k) {",
 		}},
-		Tests: []Test{memConf("Effect/ReconciledDone"), memConf("Effect/ReconciledNotDone")},
+		Tests: []Test{memConf("Effect/ReconciledDone"), memConf("Effect/ReconciledNotDone"), {Pkg: "./store/sqlitestore", Run: "^TestCrashReconciled$", Full: true}},
 	},
 	{
 		Name:      "emit-not-validated",
