@@ -517,6 +517,68 @@ func opsCases() []Case {
 		Case{Name: "Effect/ReconciledUnknown", Note: "new: a Reconcile function that cannot tell leaves the run fenced, as without one", Fn: func(h *H) {
 			reconcileCase(h, yella.EffectUnknown(), store.StatusFenced, 1, ``)
 		}},
+		Case{Name: "Operator/ResolveFencedInBulk", Note: "new: fenced runs resolved at once by process and effect key, after a preview that changes nothing", Fn: func(h *H) {
+			var calls atomic.Int32
+			release := newGate()
+			defer release.open()
+			mk := func(name, key string) yella.Process {
+				return yella.Process{Name: name, On: "ev", Run: func(c *yella.Ctx) yella.Result {
+					v, err := yella.Effect(c, key, func(ctx context.Context) (int, error) {
+						if calls.Add(1) <= 4 {
+							<-release.ch // the first four hang through the hard stop
+						}
+						return 5, nil
+					})
+					if err != nil {
+						return c.Error(err)
+					}
+					return c.OK(v)
+				}}
+			}
+			a, b := mk("a", "charge"), mk("b", "mail")
+			e := h.Started(yella.Config{}, a, b)
+			for range 2 { // a run of a and one of b each time
+				_, err := e.Emit(h.Ctx(), "ev", nil)
+				Expect(h, "emit", err, nil)
+			}
+			h.WaitFor("four effects started", func() bool { return calls.Load() == 4 })
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			e.Stop(ctx)
+			cancel()
+			e2 := h.Started(yella.Config{}, a, b)
+			h.WaitFor("four runs fenced", func() bool {
+				p, _ := e2.Runs(h.Ctx(), yella.RunQuery{Status: []yella.Status{yella.StatusFenced}})
+				return len(p.Runs) == 4
+			})
+			charge := yella.MakeKey("charge").String()
+			preview, err := e2.ResolveFenced(h.Ctx(), yella.FencedQuery{Process: "a", EffectKey: charge}, yella.FencedAction{Complete: true, Output: 9})
+			Expect(h, "preview", err, nil)
+			Expect(h, "preview items", len(preview.Items), 2)
+			Expect(h, "preview applied nothing", preview.Applied, 0)
+			p, _ := e2.Runs(h.Ctx(), yella.RunQuery{Status: []yella.Status{yella.StatusFenced}})
+			Expect(h, "still fenced after the preview", len(p.Runs), 4)
+			none, err := e2.ResolveFenced(h.Ctx(), yella.FencedQuery{Process: "a", EffectKey: yella.MakeKey("mail").String()}, yella.FencedAction{Apply: true})
+			Expect(h, "no match", err, nil)
+			Expect(h, "no match items", len(none.Items), 0)
+			done, err := e2.ResolveFenced(h.Ctx(), yella.FencedQuery{Process: "a", EffectKey: charge}, yella.FencedAction{Complete: true, Output: 9, Apply: true})
+			Expect(h, "complete", err, nil)
+			Expect(h, "completed", done.Applied, 2)
+			for _, it := range done.Items {
+				r := h.WaitStatus(it.RunID, store.StatusCompleted)
+				Expect(h, "replayed output", string(r.Output), "9")
+			}
+			retried, err := e2.ResolveFenced(h.Ctx(), yella.FencedQuery{Process: "b"}, yella.FencedAction{Apply: true})
+			Expect(h, "retry", err, nil)
+			Expect(h, "retried", retried.Applied, 2)
+			for _, it := range retried.Items {
+				Expect(h, "retried effect", it.EffectKey, yella.MakeKey("mail").String())
+				r := h.WaitStatus(it.RunID, store.StatusCompleted)
+				Expect(h, "ran again", string(r.Output), "5")
+			}
+			Expect(h, "bodies: four hung, two run again", calls.Load(), int32(6))
+			_, err = e2.ResolveFenced(h.Ctx(), yella.FencedQuery{Limit: -1}, yella.FencedAction{})
+			ExpectCode(h, "bad limit", err, yella.CodeInvalidQuery)
+		}},
 		Case{Name: "Effect/EveryEffectHasAStableKey", Note: "new: every effect body has an EffectIdempotencyKey, the same when a failed body runs again", Fn: func(h *H) {
 			var keys []string
 			var mu sync.Mutex

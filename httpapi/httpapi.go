@@ -177,6 +177,7 @@ func (a *API) routes() {
 		{"POST /api/runs/{id}/resume", a.resume},
 		{"POST /api/runs/{id}/complete-effect", a.completeEffect},
 		{"POST /api/dead-letters/requeue", a.requeueAll},
+		{"POST /api/fenced/resolve", a.resolveFenced},
 		{"GET /api/metrics", a.read(false, a.metrics)},
 		{"GET /api/observability", a.read(true, a.observability)},
 		{"GET /api/events", a.events},

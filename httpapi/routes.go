@@ -466,6 +466,58 @@ func (a *API) completeEffect(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, r, http.StatusOK, a.handlers().runOf(run))
 }
 
+// ResolveFencedRequest is the body of POST /api/fenced/resolve.
+type ResolveFencedRequest struct {
+	Process   string `json:"process,omitempty"`   // "" for every process
+	EffectKey string `json:"effectKey,omitempty"` // the stored key of the started effect; "" for any
+	// Action is "retry" (the effect's body runs again) or "complete-effect"
+	// (recorded as done with Output).
+	Action string          `json:"action"`
+	Output json.RawMessage `json:"output,omitempty"`
+	// Apply carries the action out; without it the answer is a preview
+	// and nothing changes.
+	Apply bool `json:"apply,omitempty"`
+	Limit int  `json:"limit,omitempty"` // runs looked at, oldest first (default 1000, at most 10000)
+}
+
+func (a *API) resolveFenced(w http.ResponseWriter, r *http.Request) {
+	var req ResolveFencedRequest
+	if err := decode(r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	act := yella.FencedAction{Apply: req.Apply}
+	switch req.Action {
+	case "retry":
+	case "complete-effect":
+		act.Complete = true
+		if len(req.Output) > 0 {
+			act.Output = req.Output
+		}
+	default:
+		a.fail(w, r, badRequest("INVALID_ACTION", fmt.Sprintf(`"action" must be "retry" or "complete-effect", got %q`, req.Action)))
+		return
+	}
+	plan, err := a.eng.ResolveFenced(r.Context(), yella.FencedQuery{Process: req.Process, EffectKey: req.EffectKey, Limit: req.Limit}, act)
+	if req.Apply {
+		var ids []string
+		for _, it := range plan.Items {
+			if it.Done {
+				ids = append(ids, it.RunID)
+			}
+		}
+		a.logMutation(r, ids, err, "action", req.Action, "process", req.Process, "effect", req.EffectKey)
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if plan.Items == nil {
+		plan.Items = []yella.FencedItem{}
+	}
+	a.reply(w, r, http.StatusOK, plan)
+}
+
 func (a *API) requeueAll(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	for k := range q {

@@ -64,6 +64,12 @@ into the held one. With no server (direct mode) the processes must be
 named with --process: this command does not know which ones listen.
 
 ` + whereAbout},
+	"fenced": {"fenced (--retry | --complete JSON) [--process NAME] [--effect KEY] [--apply] [--limit N] [flags]",
+		`Fenced resolves fenced runs in bulk, oldest first: --retry runs each
+run's started effect again, --complete records it as done with the given
+result. Without --apply it prints what it would do and changes nothing.
+
+` + whereAbout},
 	"nodes": {"nodes [flags]", `Nodes lists the engine processes (nodes) that share a PostgreSQL database:
 each yella serve running the demo, and each application engine on it.
 For each: live or gone (its heartbeat, on the database's clock, is older

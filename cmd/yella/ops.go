@@ -262,3 +262,73 @@ func list(runs []httpapi.Admitted) string {
 	}
 	return b.String()
 }
+
+// fencedCmd resolves fenced runs in bulk: a preview unless --apply.
+func fencedCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("fenced", stdout)
+	var t target
+	t.flags(fs, stderr)
+	process := fs.String("process", "", "only the fenced runs of the process `NAME`")
+	effect := fs.String("effect", "", "only runs whose started effect has the stored key `KEY` (as runs show lists it)")
+	retry := fs.Bool("retry", false, "retry the runs: the started effect's body runs again")
+	complete := fs.String("complete", "", "record the started effect as done with the result `JSON` (checked to have happened)")
+	apply := fs.Bool("apply", false, "carry the action out (without it: a preview that changes nothing)")
+	limit := fs.Int("limit", 0, "look at most at `N` fenced runs, oldest first (default 1000, at most 10000)")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("fenced takes no arguments, only flags (got %q)", pos[0])
+	}
+	req := httpapi.ResolveFencedRequest{Process: *process, EffectKey: *effect, Apply: *apply, Limit: *limit}
+	switch {
+	case *retry && *complete != "":
+		return usagef("give --retry or --complete, not both")
+	case *retry:
+		req.Action = "retry"
+	case *complete != "":
+		if !json.Valid([]byte(*complete)) {
+			return usagef("--complete: the result is not valid JSON: %s", *complete)
+		}
+		req.Action, req.Output = "complete-effect", json.RawMessage(*complete)
+	default:
+		return usagef("fenced needs --retry or --complete JSON")
+	}
+	if *limit < 0 || *limit > yella.MaxFencedLimit {
+		return usagef("--limit must be between 0 and %d", yella.MaxFencedLimit)
+	}
+	c, err := t.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	var plan yella.FencedPlan
+	if err := c.call(ctx, "POST", "/api/fenced/resolve", req, &plan); err != nil {
+		return err
+	}
+	if t.json {
+		return printJSON(stdout, plan)
+	}
+	verb := map[string]string{"retry": "retry", "complete-effect": "record as done"}[req.Action]
+	for _, it := range plan.Items {
+		switch {
+		case !*apply:
+			fmt.Fprintf(stdout, "would %s: run %s (%s), effect %s\n", verb, it.RunID, it.Process, it.EffectKey)
+		case it.Done:
+			fmt.Fprintf(stdout, "%s: run %s (%s), effect %s\n", map[string]string{"retry": "retried", "complete-effect": "recorded as done"}[req.Action], it.RunID, it.Process, it.EffectKey)
+		default:
+			fmt.Fprintf(stdout, "skipped: run %s (%s): %s\n", it.RunID, it.Process, it.Error)
+		}
+	}
+	switch {
+	case !*apply:
+		fmt.Fprintf(stdout, "%s; nothing changed (preview): add --apply to carry it out\n", plural(len(plan.Items), "fenced run would be resolved", "fenced runs would be resolved"))
+	default:
+		fmt.Fprintf(stdout, "%s\n", plural(plan.Applied, "fenced run resolved", "fenced runs resolved"))
+	}
+	if plan.More {
+		fmt.Fprintln(stdout, "more fenced runs may match: run it again")
+	}
+	return nil
+}

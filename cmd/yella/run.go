@@ -27,6 +27,7 @@ func commands() map[string]command {
 		"requeue": {"requeue a dead-letter run with a fresh retry budget (--all: every one)", requeueCmd},
 		"cancel":  {"cancel an idle or running run", opCmd("cancel")},
 		"resume":  {"release a deferred run's follow-up: resume ID [JSON payload]", resumeCmd},
+		"fenced":  {"resolve fenced runs in bulk (--retry or --complete JSON; a preview unless --apply)", fencedCmd},
 		"nodes":   {"list the engine processes sharing a PostgreSQL database and the runs each holds", nodesCmd},
 		"bench":   {"run the benchmark suite (bench list, bench <scenario>, bench report)", benchCmd},
 		"report":  {"generate the benchmark charts and page from the reports", reportCmd},
