@@ -304,6 +304,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Effect/ReconciledDone"), memConf("Effect/ReconciledNotDone"), {Pkg: "./store/sqlitestore", Run: "^TestCrashReconciled$", Full: true}},
 	},
 	{
+		Name:      "fenced-preview-applies",
+		Guarantee: "ResolveFenced without Apply changes nothing: it only says what it would do",
+		Edits: []Edit{{
+			File: "fenced.go",
+			Old:  "\t\t\tif a.Apply {\n\t\t\t\tif a.Complete {",
+			New:  "\t\t\tif true {\n\t\t\t\tif a.Complete {",
+		}},
+		Tests: []Test{memConf("Operator/ResolveFencedInBulk")},
+	},
+	{
 		Name:      "emit-not-validated",
 		Guarantee: "a payload a listener's Validate refuses is refused at Emit and EmitBatch, admitting nothing",
 		Edits: []Edit{{
