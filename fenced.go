@@ -2,6 +2,7 @@ package yella
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -77,9 +78,10 @@ func (e *Engine) ResolveFenced(ctx context.Context, q FencedQuery, a FencedActio
 	case limit == 0:
 		limit = DefaultFencedLimit
 	}
+	var out json.RawMessage
 	if a.Complete {
-		if _, err := e.encodePayload(a.Output); err != nil {
-			err.(*Error).Op = "resolve fenced"
+		var err error
+		if out, err = e.effectOutput("resolve fenced", a.Output); err != nil {
 			return FencedPlan{}, err
 		}
 	}
@@ -112,7 +114,7 @@ func (e *Engine) ResolveFenced(ctx context.Context, q FencedQuery, a FencedActio
 			it := FencedItem{RunID: r.ID, Process: r.Process, EffectKey: key, Action: action}
 			if a.Apply {
 				if a.Complete {
-					_, err = e.CompleteEffect(ctx, r.ID, key, a.Output)
+					_, err = e.recordEffectDone(ctx, r.ID, key, out) // key was read started just now
 				} else {
 					_, err = e.Retry(ctx, r.ID)
 				}

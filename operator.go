@@ -94,14 +94,29 @@ func (e *Engine) CompleteEffect(ctx context.Context, runID, key string, output a
 	if !found {
 		return Run{}, &Error{Code: CodeInvalidRunState, Op: "complete effect", Msg: fmt.Sprintf("run %s has no started effect %q", runID, key)}
 	}
+	out, err := e.effectOutput("complete effect", output)
+	if err != nil {
+		return Run{}, err
+	}
+	return e.recordEffectDone(ctx, runID, key, out)
+}
+
+// effectOutput encodes an operator's result of an effect (nil: null).
+func (e *Engine) effectOutput(op string, output any) (json.RawMessage, error) {
 	out, err := e.encodePayload(output)
 	if err != nil {
-		err.(*Error).Op = "complete effect"
-		return Run{}, err
+		err.(*Error).Op = op
+		return nil, err
 	}
 	if out == nil {
 		out = json.RawMessage("null")
 	}
+	return out, nil
+}
+
+// recordEffectDone records run's started effect key as done with out and
+// requeues the run (CompleteEffect, once the effect is known started).
+func (e *Engine) recordEffectDone(ctx context.Context, runID, key string, out json.RawMessage) (Run, error) {
 	return e.operate(ctx, "complete effect", EffectResolved, store.Update{RunID: runID, Action: store.ActionResolve,
 		CompleteEffect: &store.EffectDone{Key: key, Output: out}})
 }

@@ -32,6 +32,11 @@ func Decodes[T any](opts ...DecodeOption) func(payload json.RawMessage) error {
 	for _, opt := range opts {
 		opt(&o)
 	}
+	return checker[T](o)
+}
+
+// checker is a Process.Validate of payloads of type T decoded with o.
+func checker[T any](o decodeOpts) func(payload json.RawMessage) error {
 	return func(payload json.RawMessage) error {
 		_, err := decodeAs[T](payload, o)
 		return err
@@ -130,10 +135,7 @@ func (t Topic[T]) Process(name string, fn func(c *Ctx, in T) Result) Process {
 			}
 			return fn(c, in)
 		},
-		Validate: func(payload json.RawMessage) error {
-			_, err := decodeAs[T](payload, o)
-			return err
-		},
+		Validate: checker[T](o),
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestClaimReadsIdleRunsInOrder: a claim on a backlog the statistics do
@@ -15,18 +17,8 @@ import (
 // backlog (which cost 12.6 ms a claim at 20,000 runs). The plan is read
 // with EXPLAIN under the settings a writer runs the claim with.
 func TestClaimReadsIdleRunsInOrder(t *testing.T) {
-	url := os.Getenv("YELLA_PG_URL")
-	if url == "" {
-		t.Skip(`YELLA_PG_URL is not set: the PostgreSQL tests skip (start a throwaway server with eval "$(.ci/postgres)")`)
-	}
 	ctx := context.Background()
-	opts := Options{Schema: fmt.Sprintf("claimplan_%d", time.Now().UnixNano()%1e9)}
-	s, err := Open(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer DropSchema(ctx, url, opts)
-	defer s.Close()
+	s := planStore(t, "claimplan")
 	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.q.schema+`.runs (id, process, event, status, created_at)
 		SELECT 'r' || g, 'p', 'e', 'idle', g FROM generate_series(1, 20000) g`); err != nil {
 		t.Fatal(err)
@@ -41,7 +33,38 @@ func TestClaimReadsIdleRunsInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := tx.Query(ctx, "EXPLAIN "+s.q.claimNext, "o", int64(2), int64(1), []string{"p"}, 30)
+	text := explain(t, tx, s.q.claimNext, "o", int64(2), int64(1), []string{"p"}, 30)
+	if strings.Contains(text, "Sort") || strings.Contains(text, "Bitmap Heap Scan on runs runs") || !strings.Contains(text, "Index Scan using runs_idle") {
+		t.Errorf("the claim does not read runs_idle in order:\n%s", text)
+	}
+}
+
+// planStore opens a store on a schema of its own (named from prefix) for
+// a test that reads plans, dropped when the test ends; without a server
+// the test skips.
+func planStore(t *testing.T, prefix string) *Store {
+	t.Helper()
+	url := os.Getenv("YELLA_PG_URL")
+	if url == "" {
+		t.Skip(`YELLA_PG_URL is not set: the PostgreSQL tests skip (start a throwaway server with eval "$(.ci/postgres)")`)
+	}
+	ctx := context.Background()
+	opts := Options{Schema: fmt.Sprintf("%s_%d", prefix, time.Now().UnixNano()%1e9)}
+	s, err := Open(ctx, url, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		DropSchema(context.Background(), url, opts)
+	})
+	return s
+}
+
+// explain returns the plan of sql with args, as EXPLAIN prints it, in tx.
+func explain(t *testing.T, tx pgx.Tx, sql string, args ...any) string {
+	t.Helper()
+	rows, err := tx.Query(context.Background(), "EXPLAIN "+sql, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,8 +79,5 @@ func TestClaimReadsIdleRunsInOrder(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Join(plan, "\n")
-	if strings.Contains(text, "Sort") || strings.Contains(text, "Bitmap Heap Scan on runs runs") || !strings.Contains(text, "Index Scan using runs_idle") {
-		t.Errorf("the claim does not read runs_idle in order:\n%s", text)
-	}
+	return strings.Join(plan, "\n")
 }

@@ -32,8 +32,9 @@ type lazyTx struct {
 // rows. Bitmap scans are off too: they would read an in-flight partial
 // index (runs_running) whose entries of finished runs stay until a vacuum.
 // The settings only rule those plans out where an index can serve.
-var writerPlan = []string{"SET LOCAL enable_seqscan = off", "SET LOCAL enable_hashjoin = off", "SET LOCAL enable_mergejoin = off",
-	"SET LOCAL enable_bitmapscan = off"}
+// They are sent as one statement rather than four.
+var writerPlan = []string{`SELECT set_config('enable_seqscan', 'off', true), set_config('enable_hashjoin', 'off', true),
+	set_config('enable_mergejoin', 'off', true), set_config('enable_bitmapscan', 'off', true)`}
 
 // withBegin returns b with BEGIN (and writerPlan) queued first if the
 // transaction has not begun, and how many statements that queued.

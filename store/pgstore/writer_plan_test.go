@@ -3,10 +3,8 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestWriterStatementsFindRowsByKey: on tables the statistics do not know
@@ -16,18 +14,8 @@ import (
 // read the whole effects table (or every running run) at each batch:
 // 1.1 ms a call at 20,000 effects.
 func TestWriterStatementsFindRowsByKey(t *testing.T) {
-	url := os.Getenv("YELLA_PG_URL")
-	if url == "" {
-		t.Skip(`YELLA_PG_URL is not set: the PostgreSQL tests skip (start a throwaway server with eval "$(.ci/postgres)")`)
-	}
 	ctx := context.Background()
-	opts := Options{Schema: fmt.Sprintf("writerplan_%d", time.Now().UnixNano()%1e9)}
-	s, err := Open(ctx, url, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer DropSchema(ctx, url, opts)
-	defer s.Close()
+	s := planStore(t, "writerplan")
 	sch := s.q.schema
 	for _, q := range []string{
 		`INSERT INTO ` + sch + `.runs (id, process, event, status, created_at, epoch, lease_owner) SELECT 'r' || g, 'p', 'e', 'running', g, 1, 'o' FROM generate_series(1, 20000) g`,
@@ -53,25 +41,6 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 	for i := range n {
 		ids[i], keys[i], eps[i], ords[i] = fmt.Sprintf("r%d", 100+i), "k", 1, int32(i)
 	}
-	explain := func(name, sql string, args ...any) string {
-		t.Helper()
-		rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		var plan []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			plan = append(plan, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(plan, "\n")
-	}
 	for _, c := range []struct {
 		name, sql string
 		args      []any
@@ -84,7 +53,7 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 		{"effect starts", s.q.effStartMany, []any{ords, ids, eps, keys, eps},
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
 	} {
-		plan := explain(c.name, c.sql, c.args...)
+		plan := explain(t, tx, c.sql, c.args...)
 		for _, w := range c.want {
 			if !strings.Contains(plan, w) {
 				t.Errorf("%s: the plan has no %q:\n%s", c.name, w, plan)

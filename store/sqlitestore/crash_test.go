@@ -80,12 +80,7 @@ func TestCrashRandom(t *testing.T) {
 	if os.Getenv("YELLA_CRASH_LONG") != "" {
 		runs, kills = 20000, 100
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("YELLA_CRASH_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("reproduce: YELLA_CRASH_SEED=%d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng := crashRNG(t)
 	cfg := crashFiles(t)
 	cfg.Runs, cfg.EffectDelay = runs, 10*time.Millisecond
 	// Each child must claim the runs the previous killed one held within a
@@ -166,12 +161,7 @@ func TestCrashReconciled(t *testing.T) {
 	if raceEnabled {
 		runs, kills = 400, 6
 	}
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("YELLA_CRASH_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("reproduce: YELLA_CRASH_SEED=%d", seed)
-	rng := rand.New(rand.NewPCG(seed, 0))
+	rng := crashRNG(t)
 	cfg := crashFiles(t)
 	cfg.Runs, cfg.EffectDelay = runs, 100*time.Millisecond
 	cfg.Reconciled = filepath.Join(filepath.Dir(cfg.DB), "reconciled.txt")
@@ -210,4 +200,15 @@ func TestCrashReconciled(t *testing.T) {
 		t.Errorf("no kill left an effect started: nothing was reconciled")
 	}
 	t.Logf("%d kills: %s; effects left started and reconciled: %d done, %d not done", kills, rep, verdicts["done"], verdicts["not-done"])
+}
+
+// crashRNG is the random source of a crash test: seeded from the clock, or
+// from YELLA_CRASH_SEED to reproduce a run (the test logs its seed).
+func crashRNG(t *testing.T) *rand.Rand {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("YELLA_CRASH_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("reproduce: YELLA_CRASH_SEED=%d", seed)
+	return rand.New(rand.NewPCG(seed, 0))
 }

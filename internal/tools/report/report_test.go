@@ -188,22 +188,7 @@ func TestPostgresRunsListedApart(t *testing.T) {
 	if r := pgRuns[sq.Scenario.ID]; r == nil || r.Store != "postgres" || len(pgRuns) != 1 {
 		t.Fatalf("LoadStore kept %v, want the PostgreSQL run only", pgRuns)
 	}
-	docs := t.TempDir()
-	if err := Page("reports", docs); err != nil {
-		t.Fatal(err)
-	}
-	md, err := os.ReadFile(filepath.Join(docs, "benchmarks.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec := string(md)
-	i := strings.Index(sec, "### The scenarios on PostgreSQL")
-	if i < 0 {
-		t.Fatalf("no PostgreSQL scenarios section:\n%s", md)
-	}
-	row := sec[i:]
-	row = row[strings.Index(row, "| "+sq.Scenario.Label):]
-	row = row[:strings.Index(row, "\n")]
+	row := pageRow(t, "### The scenarios on PostgreSQL", sq.Scenario.Label)
 	if !strings.Contains(row, "(scale 0.5)") || !strings.Contains(row, "/ 12 runs/s") || !strings.Contains(row, "63 runs/s, 584 ms (scale 0.05)") {
 		t.Errorf("the PostgreSQL row does not show the run beside SQLite's: %s", row)
 	}
@@ -233,22 +218,7 @@ func TestBrowserRunsOnPage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	docs := t.TempDir()
-	if err := Page("reports", docs); err != nil {
-		t.Fatal(err)
-	}
-	md, err := os.ReadFile(filepath.Join(docs, "benchmarks.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sec := string(md)
-	i := strings.Index(sec, "### Real browser")
-	if i < 0 {
-		t.Fatalf("no real-browser section:\n%s", md)
-	}
-	row := sec[i:]
-	row = row[strings.Index(row, "| "+br.Scenario.Label):]
-	row = row[:strings.Index(row, "\n")]
+	row := pageRow(t, "### Real browser", br.Scenario.Label)
 	for _, want := range []string{"| 1 × 5 |", "| 93 (2) |", "| 2.42 |", "| 561 / 3262 ms |", "| 33 |", "| 919 / 2053 MB |", "| 78, 584 ms,"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("the real-browser row has no %q: %s", want, row)
@@ -257,4 +227,28 @@ func TestBrowserRunsOnPage(t *testing.T) {
 	if capOf(br.Scenario.ID) != "5" || capOf("api-mixed__fleet-c20") != "" {
 		t.Errorf("capOf: %q, %q", capOf(br.Scenario.ID), capOf("api-mixed__fleet-c20"))
 	}
+}
+
+// pageRow writes the page from the reports in ./reports and returns the
+// row of the scenario labelled label in the section under heading.
+func pageRow(t *testing.T, heading, label string) string {
+	t.Helper()
+	docs := t.TempDir()
+	if err := Page("reports", docs); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(docs, "benchmarks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sec, ok := strings.Cut(string(md), heading)
+	if !ok {
+		t.Fatalf("no section %q:\n%s", heading, md)
+	}
+	_, row, ok := strings.Cut(sec, "| "+label)
+	if !ok {
+		t.Fatalf("no row %q in %q:\n%s", label, heading, sec)
+	}
+	row, _, _ = strings.Cut(row, "\n")
+	return "| " + label + row
 }
