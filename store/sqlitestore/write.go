@@ -97,7 +97,8 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 		w.seq++ // the writer is the only one to create runs: no RETURNING needed
 		seq := w.seq
 		if _, err := w.exec(w.s.st.insRun, seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
-			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano()); err != nil {
+			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(),
+			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey)); err != nil {
 			return err
 		}
 		w.moved(nr.Process, "", store.StatusIdle)
@@ -105,6 +106,7 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 			ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
 			Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
+			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey,
 		})
 	}
 	return nil
@@ -130,9 +132,13 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	var large []int // indexes of out whose data is read from the read pool
 	err := s.do(ctx, func(w *wtx) error {
 		out, large = out[:0], large[:0]
-		for _, id := range req.IDs {
+		for i, id := range req.IDs {
+			var tat any
+			if i < len(req.RateTATs) {
+				tat = ns(req.RateTATs[i])
+			}
 			// The running timeline entry stays implicit until the attempt ends.
-			r, big, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), id, req.Now.UnixNano()),
+			r, big, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, id, req.Now.UnixNano()),
 				req.Owner, req.Now, req.LeaseUntil)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
