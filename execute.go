@@ -68,7 +68,11 @@ func (e *Engine) begin(it dispatch.Item) *attempt {
 		return nil
 	}
 	now := e.clock.Now()
-	runs, err := e.store.Claim(e.io, store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)})
+	req := store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)}
+	if !it.TAT.IsZero() {
+		req.RateTATs = []time.Time{it.TAT}
+	}
+	runs, err := e.store.Claim(e.io, req)
 	if err != nil {
 		e.storeFailed("claim", err)
 		if !e.isState(stateStopping) && !e.isState(stateStopped) {

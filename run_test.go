@@ -31,6 +31,7 @@ func TestRunOf(t *testing.T) {
 		Output: json.RawMessage(`3`), Error: "boom", ErrorCode: "HANDLER_TIMEOUT", Then: "next",
 		IdempotencyKey: "k", Attempts: 3, Epoch: 4, RetryAt: t0.Add(1), LeaseOwner: "engine-a",
 		LeaseExpires: t0.Add(2), CreatedAt: t0.Add(3), StartedAt: t0.Add(4), CompletedAt: t0.Add(5), Version: "v2",
+		Priority: 5, RateKey: "openai\x1ftenant-1", ConcurrencyKey: "crawl\x1fexample.com",
 	}
 	allSet(t, "store.Run", in)
 	want := Run{
@@ -39,6 +40,7 @@ func TestRunOf(t *testing.T) {
 		Output: json.RawMessage(`3`), Error: "boom", ErrorCode: CodeHandlerTimeout, Then: "next",
 		IdempotencyKey: "k", Attempts: 3, Epoch: 4, RetryAt: t0.Add(1), Owner: "engine-a",
 		LeaseExpires: t0.Add(2), CreatedAt: t0.Add(3), StartedAt: t0.Add(4), CompletedAt: t0.Add(5), Version: "v2",
+		Priority: 5, RateLimit: "openai", RateKey: "tenant-1", ConcurrencyLimit: "crawl", ConcurrencyKey: "example.com",
 	}
 	got := runOf(in)
 	allSet(t, "Run", got)

@@ -22,9 +22,13 @@ const MaxPriority = 10_000
 
 // Rank is the start order of a due idle run: lower first, ties broken by
 // Seq. It is the admission time, in Unix nanoseconds, moved earlier by
-// the run's priority.
+// the run's priority. A zero createdAt counts as the Unix epoch.
 func Rank(createdAt time.Time, priority int) int64 {
-	return createdAt.UnixNano() - int64(priority)*int64(PriorityStep)
+	var at int64
+	if !createdAt.IsZero() {
+		at = createdAt.UnixNano()
+	}
+	return at - int64(priority)*int64(PriorityStep)
 }
 
 // Rate is a rate limit, applied by GCRA (the generic cell rate
