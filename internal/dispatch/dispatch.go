@@ -89,7 +89,7 @@ type Dispatcher struct {
 	delayed  timeHeap
 	parked   map[string]*seqHeap // per process, waiting for a process slot
 	flow     flowState
-	byID     map[string]*entry   // ready, parked or delayed
+	byID     map[string]*entry // ready, parked or delayed
 	limits   map[string]int
 	running  int
 	byProc   map[string]int
@@ -498,15 +498,15 @@ func (d *Dispatcher) fire() {
 
 type seqHeap []*entry
 
-func (h seqHeap) Len() int           { return len(h) }
+func (h seqHeap) Len() int { return len(h) }
 func (h seqHeap) Less(i, j int) bool {
 	if h[i].Rank != h[j].Rank {
 		return h[i].Rank < h[j].Rank
 	}
 	return h[i].Seq < h[j].Seq
 }
-func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *seqHeap) Push(x any)        { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
+func (h seqHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *seqHeap) Push(x any)   { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
 func (h *seqHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]
