@@ -111,6 +111,11 @@ func flowCases() []Case {
 				h.One(e, "ev", nil)
 			}
 			s.settle(h, "burst", 3)
+			if lim := e.Limits(5); lim.Local {
+				Expect(h, "waiting on the rate", fmt.Sprint(lim.Rate[0].Waiting), fmt.Sprint([]yella.KeyWait{{Key: "", Waiting: 2, Next: clk.Now().Add(time.Minute)}}))
+				m, _ := e.Metrics(h.Ctx())
+				Expect(h, "rate-limited runs", m.Dispatcher.RateLimited, 2)
+			}
 			clk.Advance(time.Minute)
 			s.settle(h, "one more after a minute", 4)
 			clk.Advance(time.Minute)
@@ -181,6 +186,15 @@ func flowCases() []Case {
 			s.mu.Lock()
 			Expect(h, "busy running at most", s.max["busy"], 2)
 			s.mu.Unlock()
+			lim := e.Limits(5)
+			Expect(h, "limits", len(lim.Key), 1)
+			Expect(h, "limit", lim.Key[0].Name+"/"+fmt.Sprint(lim.Key[0].Max), "crawl/2")
+			if lim.Local {
+				Expect(h, "waiting keys", fmt.Sprint(lim.Key[0].Waiting), "[{busy 9998 2 0001-01-01 00:00:00 +0000 UTC}]")
+				m, err := e.Metrics(h.Ctx())
+				Expect(h, "metrics", err, nil)
+				Expect(h, "key-limited runs", m.Dispatcher.KeyLimited, 9998)
+			}
 			close(release)
 			h.WaitFor("100 more", func() bool { return s.n() >= 100 })
 			s.mu.Lock()

@@ -233,3 +233,88 @@ func (e *Engine) checkSharedLimits(p *registered) error {
 	}
 	return nil
 }
+
+// Limits is the state of the engine's flow limits (Engine.Limits).
+type Limits struct {
+	Rate []RateLimitState
+	Key  []KeyLimitState
+	// Local: the waiting keys are this engine's view. With a shared store
+	// the store holds runs back when a node claims, so no engine sees its
+	// waiting keys and Waiting is empty.
+	Local bool
+}
+
+// RateLimitState is one rate limit and its busiest keys.
+type RateLimitState struct {
+	Name      string
+	Limit     int
+	Per       time.Duration
+	Burst     int
+	Processes []string
+	Waiting   []KeyWait // keys holding runs back, most waiting first
+}
+
+// KeyLimitState is one per-key concurrency bound and its busiest keys.
+type KeyLimitState struct {
+	Name      string
+	Max       int
+	Processes []string
+	Waiting   []KeyWait // keys at their bound with runs waiting, most first
+}
+
+// KeyWait is one key holding runs back.
+type KeyWait struct {
+	Key     string
+	Waiting int       // runs waiting on the key
+	Running int       // concurrency keys: runs running under it
+	Next    time.Time // rate keys: when the key next lets a run start
+}
+
+// Limits reports every flow limit of the registered processes, with up to
+// top of the keys holding runs back in each (the most waiting first).
+func (e *Engine) Limits(top int) Limits {
+	rate, conc := e.disp.WaitingKeys(4096)
+	out := Limits{Local: e.node == nil}
+	e.regMu.RLock()
+	rl := map[string]*RateLimitState{}
+	kl := map[string]*KeyLimitState{}
+	for _, name := range sortedKeys(e.procs) {
+		p := e.procs[name]
+		if p.rateName != "" {
+			st := rl[p.rateName]
+			if st == nil {
+				st = &RateLimitState{Name: p.rateName, Limit: p.RateLimit.Limit, Per: p.RateLimit.Per, Burst: p.flow.Rate.Burst}
+				rl[p.rateName] = st
+			}
+			st.Processes = append(st.Processes, name)
+		}
+		if p.concName != "" {
+			st := kl[p.concName]
+			if st == nil {
+				st = &KeyLimitState{Name: p.concName, Max: p.flow.KeyConcurrency}
+				kl[p.concName] = st
+			}
+			st.Processes = append(st.Processes, name)
+		}
+	}
+	e.regMu.RUnlock()
+	for _, k := range rate {
+		name, key := splitKey(k.Key)
+		if st := rl[name]; st != nil && len(st.Waiting) < top {
+			st.Waiting = append(st.Waiting, KeyWait{Key: key, Waiting: k.Waiting, Next: k.Next})
+		}
+	}
+	for _, k := range conc {
+		name, key := splitKey(k.Key)
+		if st := kl[name]; st != nil && len(st.Waiting) < top {
+			st.Waiting = append(st.Waiting, KeyWait{Key: key, Waiting: k.Waiting, Running: k.Running})
+		}
+	}
+	for _, name := range sortedKeys(rl) {
+		out.Rate = append(out.Rate, *rl[name])
+	}
+	for _, name := range sortedKeys(kl) {
+		out.Key = append(out.Key, *kl[name])
+	}
+	return out
+}
