@@ -140,9 +140,9 @@ func (e *Engine) Metrics(ctx context.Context) (Metrics, error) {
 	}
 	st := e.disp.Stats()
 	m := Metrics{
-		Queue:      queueOf(q),
-		Totals:     e.metrics.totals(),
-		Processes:  map[string]ProcessMetrics{},
+		Queue:     queueOf(q),
+		Totals:    e.metrics.totals(),
+		Processes: map[string]ProcessMetrics{},
 		Dispatcher: DispatcherMetrics{Slots: e.cfg.Concurrency, Ready: st.Ready, Delayed: st.Delayed, Running: st.Running,
 			RateLimited: st.RateWait, KeyLimited: st.KeyWait},
 	}
