@@ -245,6 +245,19 @@ func flowCases() []Case {
 			tail := strings.Join(order[len(order)-2:], ",")
 			Expect(h, "the old run first", tail, old+","+later)
 		}},
+		Case{Name: "Flow/PriorityAcrossRestart", Durable: true, Note: "new: a run's priority is stored: after a restart the urgent run admitted last still starts first", Fn: func(h *H) {
+			var s starts
+			proc := yella.Process{Name: "work", On: "ev", Run: func(c *yella.Ctx) yella.Result { s.add(h, c); return c.OK(nil) }}
+			e := h.Engine(yella.Config{Concurrency: 1}, proc)
+			for range 20 {
+				h.One(e, "ev", nil)
+			}
+			urgent := h.One(e, "ev", nil, yella.Priority(100))
+			h.Reopen()
+			e = h.Started(yella.Config{Concurrency: 1}, proc)
+			h.Drain(e)
+			Expect(h, "first after the restart", s.order()[0], urgent)
+		}},
 		Case{Name: "Flow/PriorityAndKeysStored", Note: "new: a run's priority (process default or emit option) and its flow keys are stored with it; long keys are stored as their SHA-256", Fn: func(h *H) {
 			e := h.Engine(yella.Config{}, yella.Process{Name: "p", On: "ev", Priority: 3,
 				RateLimit:      &yella.RateLimit{Name: "api", Limit: 10, Per: time.Second, Key: yella.KeyFromPayload("account.id")},
