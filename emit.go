@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -18,7 +19,18 @@ type EmitOption func(*emitOpts)
 type emitOpts struct {
 	key      string
 	priority *int
+	delay    time.Duration // Delay
+	at       time.Time     // StartAt
 }
+
+// Delay admits the runs now and starts them no earlier than d from now:
+// they wait idle, with their start time as RetryAt, and keep it across
+// restarts. A negative d is refused. See also StartAt.
+func Delay(d time.Duration) EmitOption { return func(o *emitOpts) { o.delay, o.at = d, time.Time{} } }
+
+// StartAt admits the runs now and starts them no earlier than t (at once
+// when t has passed). The last of Delay and StartAt given wins.
+func StartAt(t time.Time) EmitOption { return func(o *emitOpts) { o.at, o.delay = t, 0 } }
 
 // IdempotencyKey makes the emission idempotent: for each (event, key), each
 // listening process is admitted at most once while the key is kept, that is
@@ -132,6 +144,9 @@ func (e *Engine) admission(event string, payload any, o emitOpts) (*store.Admiss
 	if p := o.priority; p != nil && (*p < -store.MaxPriority || *p > store.MaxPriority) {
 		return nil, &Error{Code: CodeInvalidConfig, Field: "Priority", Msg: fmt.Sprintf("priority must be between %d and %d, got %d", -store.MaxPriority, store.MaxPriority, *p)}
 	}
+	if o.delay < 0 {
+		return nil, &Error{Code: CodeInvalidConfig, Field: "Delay", Msg: fmt.Sprintf("delay must not be negative, got %v", o.delay)}
+	}
 	targets := e.listeners(event)
 	if len(targets) == 0 {
 		return nil, &Error{Code: CodeUnknownEvent, Msg: "no process listens to " + quote(event)}
@@ -143,7 +158,10 @@ func (e *Engine) admission(event string, payload any, o emitOpts) (*store.Admiss
 	if verr := validatePayload(event, targets, enc); verr != nil {
 		return nil, verr
 	}
-	a := &store.Admission{Event: event, Payload: enc, IdempotencyKey: o.key, Now: e.clock.Now()}
+	a := &store.Admission{Event: event, Payload: enc, IdempotencyKey: o.key, Now: e.clock.Now(), NotBefore: o.at}
+	if o.delay > 0 {
+		a.NotBefore = a.Now.Add(o.delay)
+	}
 	a.Runs = newRuns(targets, a, o.priority)
 	return a, nil
 }

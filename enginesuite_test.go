@@ -47,6 +47,7 @@ var engineSuite = []func() []Case{
 	retryCases,     // enginesuite_retry_test.go: retry policies
 	safetyCases,    // enginesuite_safety_test.go: overflow, payload limits
 	flowCases,      // enginesuite_flow_test.go: priorities, rate limits, per-key concurrency
+	waitCases,      // enginesuite_wait_test.go: delayed and scheduled runs
 }
 
 // engineStores are the stores the engine suite runs on.

@@ -292,6 +292,9 @@ func (a *attempt) decide(res Result, fenced bool, now time.Time) *change {
 		c.depth = ferr.Code == CodeChainDepthExceeded
 		return failed(store.ActionFail, errors.New(ferr.Msg), ferr.Code)
 	}
+	if res.thenDelay > 0 {
+		adm.NotBefore = now.Add(res.thenDelay)
+	}
 	u.Children = adm
 	u.NoChildren = &store.Outcome{ErrorCode: string(CodeNotAdmitted),
 		Error: "follow-up event " + res.then + " was not admitted: every listener is at its concurrency cap"}

@@ -306,6 +306,9 @@ type Admission struct {
 	Depth         int
 	Context       json.RawMessage
 	Now           time.Time
+	// NotBefore, when after Now, makes the admitted runs claimable no
+	// earlier than it (their RetryAt): a delayed or scheduled emission.
+	NotBefore time.Time
 }
 
 // AdmitResult says what an admission did, process by process.

@@ -176,6 +176,9 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: a.Now,
 			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey,
 		}
+		if a.NotBefore.After(a.Now) {
+			r.RetryAt = a.NotBefore
+		}
 		if r.CorrelationID == "" {
 			r.CorrelationID = r.ID
 		}

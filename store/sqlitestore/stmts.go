@@ -93,8 +93,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		s.begin, s.commit, s.rollback = w("BEGIN IMMEDIATE"), w("COMMIT"), w("ROLLBACK")
 		s.st = stmts{
 			insRun: w(`INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
-				priority, rate_key, conc_key)
-				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?)`),
+				priority, rate_key, conc_key, retry_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
 				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?4, ?7, ?8, ?9)`),

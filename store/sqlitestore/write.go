@@ -84,7 +84,20 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 	return p, nil
 }
 
+// notBeforeOf is a delayed admission's retry time as a read would return
+// it (nanoseconds, no monotonic reading); zero stays zero.
+func notBeforeOf(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.Unix(0, t.UnixNano())
+}
+
 func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
+	var notBefore time.Time
+	if a.NotBefore.After(a.Now) {
+		notBefore = a.NotBefore
+	}
 	for _, nr := range p.admit {
 		corr := a.CorrelationID
 		if corr == "" {
@@ -98,7 +111,7 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 		seq := w.seq
 		if _, err := w.exec(w.s.st.insRun, seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
 			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(),
-			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey)); err != nil {
+			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore)); err != nil {
 			return err
 		}
 		w.moved(nr.Process, "", store.StatusIdle)
@@ -106,7 +119,7 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 			ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
 			Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
-			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey,
+			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: notBeforeOf(notBefore),
 		})
 	}
 	return nil

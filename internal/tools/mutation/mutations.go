@@ -265,6 +265,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Flow/PriorityOvertakesBacklog")},
 	},
 	{
+		Name:      "delay-ignored",
+		Guarantee: "a delayed emission's runs start no earlier than their time, across restarts",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "\tif a.NotBefore.After(a.Now) {\n\t\tnotBefore = a.NotBefore",
+			New:  "\tif false {\n\t\tnotBefore = a.NotBefore",
+		}},
+		Tests: []Test{sqlConf("Wait/DelayedEmit"), sqlConf("Wait/DelayedEmitAcrossRestart"), sqlConf("Wait/ThenAfter")},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{
