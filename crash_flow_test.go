@@ -58,9 +58,9 @@ type flowCrashConfig struct {
 }
 
 // flowCrashProcesses are the processes of the parent (which only admits)
-// and of every child: "rated" (flowCrashRate, handlers of 2 to 6 ms) and
-// "keyed" (flowCrashConc, handlers of 5 to 25 ms). first is called at
-// each handler call.
+// and of every child: "rated" (flowCrashRate, handlers of 10 to 60 ms, so
+// that some kills land in them) and "keyed" (flowCrashConc, handlers of 5
+// to 25 ms). first is called at each handler call.
 func flowCrashProcesses(first func()) []yella.Process {
 	rl, kc := flowCrashRate, flowCrashConc
 	work := func(lo, hi int) func(*yella.Ctx) yella.Result {
@@ -71,7 +71,7 @@ func flowCrashProcesses(first func()) []yella.Process {
 		}
 	}
 	return []yella.Process{
-		{Name: "rated", On: "rated", RateLimit: &rl, Run: work(2, 6)},
+		{Name: "rated", On: "rated", RateLimit: &rl, Run: work(10, 60)},
 		{Name: "keyed", On: "keyed", KeyConcurrency: &kc, Run: work(5, 25)},
 	}
 }
@@ -243,8 +243,8 @@ func TestCrashFlowLimits(t *testing.T) {
 	ran := time.Since(began)
 
 	fig := checkFlowRuns(t, cfg.DB, admitted)
-	t.Logf("%d kills, %d runs (%d rated, %d keyed) in %v; %d attempt starts, %d of them ended by a kill (reclaimed at the restart)",
-		kills, len(admitted), rated, keyed, ran.Round(time.Millisecond), fig.starts, fig.killed)
+	t.Logf("%d kills, %d runs (%d rated, %d keyed) in %v; %d attempt starts (%d rated, %d keyed), %d of them ended by a kill (%d rated, %d keyed; reclaimed at the restart)",
+		kills, len(admitted), rated, keyed, ran.Round(time.Millisecond), fig.starts, fig.rateN, fig.concN, fig.killed, fig.rateK, fig.concK)
 	rl := flowCrashRate
 	t.Logf("rate (%d per %v, burst %d): largest window %d starts in %v, bound Burst + d×Limit/Per = %.2f (allowed with one interval of timing slack: %.2f); most starts in any %v: %d (bound %d)",
 		rl.Limit, rl.Per, rl.Burst, fig.win.n, fig.win.d.Round(time.Millisecond), fig.win.bound, fig.win.bound+1,
@@ -300,6 +300,8 @@ func admitFlowRuns(t *testing.T, db string, rated, keyed int) map[string]bool {
 // flowFigures is what checkFlowRuns measured.
 type flowFigures struct {
 	starts, killed int
+	rateN, concN   int        // starts of the rated and the keyed runs
+	rateK, concK   int        // of which ended by a kill
 	win            rateWindow // the rate keys' largest window
 	perMax         int        // most starts of a rate key within any Per
 	concMax        int        // most attempts of a concurrency key at once
@@ -312,7 +314,6 @@ type attemptSpan struct{ start, end int64 }
 // checkFlowRuns reads every run of the file and its timeline through the
 // store and checks the flow limits and that every admitted run completed.
 func checkFlowRuns(t *testing.T, db string, admitted map[string]bool) flowFigures {
-	t.Helper()
 	st, err := sqlitestore.Open(db, sqlitestore.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -353,12 +354,19 @@ func checkFlowRuns(t *testing.T, db string, admitted map[string]bool) flowFigure
 					sp.end = tl[i+1].At.UnixNano()
 					if tl[i+1].Status != store.StatusCompleted {
 						fig.killed++
+						if r.RateKey != "" {
+							fig.rateK++
+						} else {
+							fig.concK++
+						}
 					}
 				}
 				if r.RateKey != "" {
+					fig.rateN++
 					rateStarts[r.RateKey] = append(rateStarts[r.RateKey], sp.start)
 				}
 				if r.ConcurrencyKey != "" {
+					fig.concN++
 					concSpans[r.ConcurrencyKey] = append(concSpans[r.ConcurrencyKey], sp)
 				}
 			}
