@@ -128,9 +128,13 @@ type flowChild struct {
 	cmd     *exec.Cmd
 	first   chan struct{} // closed at the child's first handler call
 	drained chan struct{} // closed when the child reports it drained
-	out     sync.WaitGroup
+	exited  chan struct{} // closed once the child exited and was reaped
+	killed  bool          // it ended by SIGKILL
+	err     error         // otherwise, how it exited
 }
 
+// spawnFlowChild starts a child; a child still running when the test
+// ends (it failed early) is killed.
 func spawnFlowChild(t *testing.T, cfg flowCrashConfig) *flowChild {
 	t.Helper()
 	raw, _ := json.Marshal(cfg)
@@ -144,10 +148,9 @@ func spawnFlowChild(t *testing.T, cfg flowCrashConfig) *flowChild {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &flowChild{cmd: cmd, first: make(chan struct{}), drained: make(chan struct{})}
-	c.out.Add(1)
+	c := &flowChild{cmd: cmd, first: make(chan struct{}), drained: make(chan struct{}), exited: make(chan struct{})}
 	go func() {
-		defer c.out.Done()
+		defer close(c.exited)
 		sc := bufio.NewScanner(out)
 		var first, drained bool
 		for sc.Scan() {
@@ -160,18 +163,37 @@ func spawnFlowChild(t *testing.T, cfg flowCrashConfig) *flowChild {
 				close(c.drained)
 			}
 		}
+		// The pipe is read to its end before Wait closes it.
+		c.err = cmd.Wait()
+		if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
+			c.killed, c.err = true, nil
+		}
 	}()
+	t.Cleanup(func() {
+		c.kill()
+		<-c.exited
+	})
 	return c
 }
 
-// wait waits for the child to exit; killed reports a SIGKILL.
-func (c *flowChild) wait() (killed bool, err error) {
-	c.out.Wait() // the pipe is read to its end before Wait closes it
-	err = c.cmd.Wait()
-	if ws, ok := c.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
-		return true, nil
+// kill sends SIGKILL to the child (nothing if it was reaped already).
+func (c *flowChild) kill() error {
+	select {
+	case <-c.exited:
+		return nil
+	default:
+		return c.cmd.Process.Signal(syscall.SIGKILL)
 	}
-	return false, err
+}
+
+// wait waits up to d for the child to exit; false if it has not.
+func (c *flowChild) wait(d time.Duration) bool {
+	select {
+	case <-c.exited:
+		return true
+	case <-time.After(d):
+		return false
+	}
 }
 
 // TestCrashFlowLimits kills child engines with SIGKILL at random moments
@@ -214,6 +236,8 @@ func TestCrashFlowLimits(t *testing.T) {
 		if i%2 == 0 {
 			select {
 			case <-c.first:
+			case <-c.exited:
+				t.Fatalf("kill %d: the child exited before running a handler: killed %v, %v", i, c.killed, c.err)
 			case <-time.After(time.Minute):
 				t.Fatalf("kill %d: the child ran no handler within a minute", i)
 			}
@@ -222,18 +246,24 @@ func TestCrashFlowLimits(t *testing.T) {
 			wait = time.Duration(50+rng.IntN(1500)) * time.Millisecond
 		}
 		time.Sleep(wait)
-		if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := c.kill(); err != nil {
 			t.Fatal(err)
 		}
-		if killed, err := c.wait(); !killed {
-			t.Fatalf("kill %d: the child was not killed (it exited: %v)", i, err)
+		if !c.wait(time.Minute) {
+			t.Fatalf("kill %d: the child did not die", i)
+		}
+		if !c.killed {
+			t.Fatalf("kill %d: the child was not killed (it exited: %v)", i, c.err)
 		}
 	}
 	final := cfg
 	final.Exit = true
 	c := spawnFlowChild(t, final)
-	if _, err := c.wait(); err != nil {
-		t.Fatalf("final child: %v", err)
+	if !c.wait(10 * time.Minute) {
+		t.Fatal("final child: not drained within 10 minutes")
+	}
+	if c.killed || c.err != nil {
+		t.Fatalf("final child: killed %v, %v", c.killed, c.err)
 	}
 	select {
 	case <-c.drained:
@@ -418,10 +448,11 @@ type rateWindow struct {
 func (w rateWindow) excess() float64 { return float64(w.n) - w.bound }
 
 // largestRateWindow finds, among the windows between two starts, the one
-// that most exceeds (or least falls short of) Burst + d/interval. With the
-// starts sorted t_0 ≤ t_1 ≤ …, the window from i to j holds j-i+1 starts,
-// and j-i+1 - (t_j-t_i)/interval = v_j - v_i + 1 where v_k = k - t_k/interval:
-// one pass keeping the smallest v_i so far finds the largest in O(n).
+// that most exceeds (or least falls short of) Burst + d/interval, the
+// longest of equal ones. With the starts sorted t_0 ≤ t_1 ≤ …, the window
+// from i to j holds j-i+1 starts, and j-i+1 - (t_j-t_i)/interval =
+// v_j - v_i + 1 where v_k = k - t_k/interval: one pass keeping the
+// smallest v_i so far finds the largest in O(n) (after an O(n log n) sort).
 func largestRateWindow(starts []int64, interval time.Duration, burst int) rateWindow {
 	s := slices.Clone(starts)
 	slices.Sort(s)
@@ -432,7 +463,7 @@ func largestRateWindow(starts []int64, interval time.Duration, burst int) rateWi
 		if v(j) < v(lo) {
 			lo = j
 		}
-		if ex := v(j) - v(lo) + 1; ex > bestEx {
+		if ex := v(j) - v(lo) + 1; ex >= bestEx { // of equal ones, the longest
 			bestEx = ex
 			d := time.Duration(s[j] - s[lo])
 			best = rateWindow{n: j - lo + 1, d: d, from: s[lo], bound: float64(burst) + float64(d)/float64(interval)}
@@ -481,4 +512,50 @@ func mostOverlapping(spans []attemptSpan) (int, int64) {
 		}
 	}
 	return most, at
+}
+
+// The window and overlap sweeps, on hand-made starts (ms).
+func TestFlowCrashSweeps(t *testing.T) {
+	ms := func(v ...int64) []int64 {
+		for i := range v {
+			v[i] *= int64(time.Millisecond)
+		}
+		return v
+	}
+	const iv = 100 * time.Millisecond
+	for _, c := range []struct {
+		name   string
+		starts []int64
+		burst  int
+		n      int     // starts of the largest window
+		excess float64 // its starts beyond Burst + d/interval
+	}{
+		{"one", ms(0), 1, 1, 0},
+		{"paced", ms(0, 100, 200, 300), 1, 4, 0},
+		{"burst then paced", ms(0, 0, 0, 100, 200), 3, 5, 0},
+		{"burst then a second burst", ms(0, 0, 0, 100, 200, 250, 250, 250), 3, 8, 2.5},
+		{"late burst only", ms(0, 500, 500, 500), 1, 3, 2},
+		{"unsorted", ms(200, 0, 100, 100), 1, 4, 1},
+	} {
+		w := largestRateWindow(c.starts, iv, c.burst)
+		if w.n != c.n || math.Abs(w.excess()-c.excess) > 1e-9 {
+			t.Errorf("%s: window of %d starts, excess %.2f; want %d, %.2f", c.name, w.n, w.excess(), c.n, c.excess)
+		}
+	}
+	if n := mostWithin(ms(0, 100, 999, 1000, 1001), int64(time.Second)); n != 4 {
+		t.Errorf("mostWithin: %d, want 4", n)
+	}
+	for _, c := range []struct {
+		name  string
+		spans []attemptSpan
+		want  int
+	}{
+		{"back to back", []attemptSpan{{0, 10}, {10, 20}, {20, 30}}, 1},
+		{"nested", []attemptSpan{{0, 100}, {10, 20}, {15, 30}}, 3},
+		{"in progress", []attemptSpan{{0, math.MaxInt64}, {50, 60}, {70, 80}}, 2},
+	} {
+		if n, _ := mostOverlapping(c.spans); n != c.want {
+			t.Errorf("%s: %d at once, want %d", c.name, n, c.want)
+		}
+	}
 }
