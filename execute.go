@@ -70,7 +70,9 @@ func (e *Engine) begin(it dispatch.Item) *attempt {
 	now := e.clock.Now()
 	req := store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)}
 	if !it.TAT.IsZero() {
-		req.RateTATs = []time.Time{it.TAT}
+		// The start is dated when the rate key granted it, a moment ago:
+		// the recorded starts of a key then obey its limit exactly.
+		req.Now, req.RateTATs = it.Granted, []time.Time{it.TAT}
 	}
 	runs, err := e.store.Claim(e.io, req)
 	if err != nil {

@@ -34,8 +34,11 @@ type Item struct {
 	RateKey string
 	ConcKey string
 	// TAT is set when the item starts with a rate key: the key's new state
-	// (store.Rate.Allow), for the claim to store.
-	TAT time.Time
+	// (store.Rate.Allow), for the claim to store; Granted is the time the
+	// key granted the start, the time the claim records as its start, so
+	// the stored starts obey the limit exactly.
+	TAT     time.Time
+	Granted time.Time
 }
 
 // Config configures a Dispatcher.

@@ -190,7 +190,7 @@ func (d *Dispatcher) rateAllowLocked(e *entry, now time.Time) bool {
 		d.parkRateLocked(e, now, r)
 		return false
 	}
-	e.TAT = next
+	e.TAT, e.Granted = next, now
 	f.tats[e.RateKey] = next
 	if len(f.tats) >= f.sweepAt {
 		for k, t := range f.tats {
