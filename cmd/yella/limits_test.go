@@ -15,12 +15,13 @@ import (
 )
 
 // limitsServer serves the API of a started engine on a fake clock whose
-// runs are held back: the rate limit "openai" (1 per hour per tenant,
-// shared by two processes) holds two runs of acme and one of a tenant
-// whose key has a space and a control character; "crawl" (one running per
-// site) runs one run of example.com and holds two. With no processes it
-// serves an engine without limits.
-func limitsServer(t *testing.T, withLimits bool) string {
+// runs (all of priority 2) are held back: the rate limit "openai" (1 per
+// hour per tenant, shared by two processes) holds two runs of acme and
+// one of a tenant whose key has a space and a control character; "crawl"
+// (one running per site) runs one run of example.com and holds two. It
+// returns the server's URL and the first run's id. Without limits it
+// serves an engine with none.
+func limitsServer(t *testing.T, withLimits bool) (url, first string) {
 	t.Helper()
 	ctx := context.Background()
 	eng, err := yella.New(yella.Config{Store: memstore.New(), Clock: clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))})
@@ -58,7 +59,7 @@ func limitsServer(t *testing.T, withLimits bool) string {
 		eng.Stop(ctx)
 	})
 	if !withLimits {
-		return srv.URL
+		return srv.URL, ""
 	}
 	for _, e := range []struct {
 		event   string
@@ -70,8 +71,12 @@ func limitsServer(t *testing.T, withLimits bool) string {
 		{"site:queued", map[string]string{"site": "example.com"}}, {"site:queued", map[string]string{"site": "example.com"}},
 		{"site:queued", map[string]string{"site": "example.com"}},
 	} {
-		if _, err := eng.Emit(ctx, e.event, e.payload); err != nil {
+		em, err := eng.Emit(ctx, e.event, e.payload, yella.Priority(2))
+		if err != nil {
 			t.Fatal(err)
+		}
+		if first == "" {
+			first = em.Runs[0]
 		}
 	}
 	deadline := time.Now().Add(10 * time.Second) // a bound for a broken test, not a timing
@@ -81,7 +86,7 @@ func limitsServer(t *testing.T, withLimits bool) string {
 			t.Fatal(err)
 		}
 		if m.Dispatcher.RateLimited == 3 && m.Dispatcher.KeyLimited == 2 {
-			return srv.URL
+			return srv.URL, first
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("the engine never held the runs back: %+v", m.Dispatcher)
@@ -95,13 +100,15 @@ func limitsServer(t *testing.T, withLimits bool) string {
 // a line (an odd key quoted, so it neither breaks the table nor reaches
 // the terminal), --top, --json; a server without limits says so; a
 // database opened directly is refused with the way to ask a server; bad
-// flags are usage errors naming the flag (golden transcript).
+// flags are usage errors naming the flag; runs show prints a run's
+// priority and keys (golden transcript).
 func TestLimitsCommand(t *testing.T) {
 	t.Setenv("YELLA_TOKEN", "")
 	t.Setenv("YELLA_SERVER", "")
 	s := &session{t: t, db: filepath.Join(t.TempDir(), "cli.db"), ids: map[string]string{}}
 	deferredDB(t, s.db)
-	busy, none := limitsServer(t, true), limitsServer(t, false)
+	busy, first := limitsServer(t, true)
+	none, _ := limitsServer(t, false)
 	text, err := s.run("limits", "--server", busy)
 	if err != nil {
 		t.Fatalf("limits: %v\n%s", err, text)
@@ -122,6 +129,7 @@ func TestLimitsCommand(t *testing.T) {
 		{"limits", "--server", busy, "--top", "0"},
 		{"limits", "--server", busy, "--top", "101"},
 		{"limits", "--server", busy, "now"},
+		{"runs", "show", first, "--server", busy},
 	} {
 		s.run(args...)
 	}
