@@ -74,7 +74,8 @@ func limitsEngine(t *testing.T) (*yella.Engine, map[string]string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Dispatcher.RateLimited == 3 && m.Dispatcher.KeyLimited == 3 {
+		if m.Dispatcher.RateLimited == 3 && m.Dispatcher.KeyLimited == 3 &&
+			m.Queue[yella.StatusRunning] == 1 && m.Queue[yella.StatusCompleted] == 2 && m.Queue[yella.StatusIdle] == 6 { // and the store's counts settled
 			break
 		}
 		if time.Now().After(deadline) {

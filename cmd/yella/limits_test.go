@@ -85,7 +85,8 @@ func limitsServer(t *testing.T, withLimits bool) (url, first string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Dispatcher.RateLimited == 3 && m.Dispatcher.KeyLimited == 2 {
+		if m.Dispatcher.RateLimited == 3 && m.Dispatcher.KeyLimited == 2 &&
+			m.Queue[yella.StatusRunning] == 1 && m.Queue[yella.StatusCompleted] == 2 && m.Queue[yella.StatusIdle] == 5 { // and the store's counts settled
 			return srv.URL, first
 		}
 		if time.Now().After(deadline) {
