@@ -219,7 +219,7 @@ var coreMutations = []Mutation{
 			Old:  "\t\te.disp.LoadRates(tats)",
 			New:  "\t\t_ = tats",
 		}},
-		Tests: []Test{sqlConf("Flow/RateLimitAcrossRestart")},
+		Tests: []Test{sqlConf("Flow/RateLimitAcrossRestart"), Test{Pkg: ".", Run: "^TestCrashFlowLimits$", Timeout: 5 * time.Minute}.full()},
 	},
 	{
 		Name:      "key-concurrency-ignored",
@@ -229,7 +229,7 @@ var coreMutations = []Mutation{
 			Old:  "if d.flow.keyRun[e.ConcKey] < lim {",
 			New:  "if d.flow.keyRun[e.ConcKey] < lim+1 {",
 		}},
-		Tests: []Test{memConf("Flow/KeyConcurrencyFair"), {Pkg: "./internal/dispatch", Run: "^TestKeyConcurrencyFair$"}},
+		Tests: []Test{memConf("Flow/KeyConcurrencyFair"), {Pkg: "./internal/dispatch", Run: "^TestKeyConcurrencyFair$"}, Test{Pkg: ".", Run: "^TestCrashFlowLimits$", Timeout: 5 * time.Minute}.full()},
 	},
 	{
 		Name:      "key-blocks-others",
