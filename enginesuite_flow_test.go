@@ -112,6 +112,14 @@ func flowCases() []Case {
 			}
 			s.settle(h, "burst", 3)
 			if lim := e.Limits(5); lim.Local {
+				page, err := e.Runs(h.Ctx(), yella.RunQuery{Status: []yella.Status{yella.StatusIdle}, Limit: 10})
+				runs := page.Runs
+				Expect(h, "idle runs", err, nil)
+				Expect(h, "two held back", len(runs), 2)
+				r, err := e.Run(h.Ctx(), runs[0].ID)
+				Expect(h, "read", err, nil)
+				Expect(h, "why", r.Waiting, "rate limit")
+				Expect(h, "until", r.WaitingUntil.Equal(clk.Now().Add(time.Minute)), true)
 				Expect(h, "waiting on the rate", fmt.Sprint(lim.Rate[0].Waiting), fmt.Sprint([]yella.KeyWait{{Key: "", Waiting: 2, Next: clk.Now().Add(time.Minute)}}))
 				m, _ := e.Metrics(h.Ctx())
 				Expect(h, "rate-limited runs", m.Dispatcher.RateLimited, 2)

@@ -176,6 +176,16 @@ type Run struct {
 	// "" for none.
 	ConcurrencyLimit string
 	ConcurrencyKey   string
+
+	// Waiting says, for an idle run this engine holds in its queue, why it
+	// has not started: "slot" (every slot is taken), "retry" (its RetryAt
+	// has not come), "process cap" (Process.Concurrency), "key
+	// concurrency" (its key is at its bound) or "rate limit" (its key
+	// allows no start before WaitingUntil). Empty for other runs, and with
+	// a shared store, where the store decides when it claims. Only
+	// Engine.Run sets it; listings leave it empty.
+	Waiting      string
+	WaitingUntil time.Time
 }
 
 // State returns the raw state of the run's status.

@@ -43,6 +43,10 @@ func TestRunOf(t *testing.T) {
 		Priority: 5, RateLimit: "openai", RateKey: "tenant-1", ConcurrencyLimit: "crawl", ConcurrencyKey: "example.com",
 	}
 	got := runOf(in)
+	// Waiting comes from the engine's queue, not the stored run (Engine.Run
+	// sets it: Flow/WaitingReason).
+	got.Waiting, got.WaitingUntil = "rate limit", t0.Add(6)
+	want.Waiting, want.WaitingUntil = "rate limit", t0.Add(6)
 	allSet(t, "Run", got)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("runOf:\n got %+v\nwant %+v", got, want)
@@ -50,6 +54,7 @@ func TestRunOf(t *testing.T) {
 	if runsOf(nil) != nil {
 		t.Error("runsOf(nil) is not nil")
 	}
+	want.Waiting, want.WaitingUntil = "", time.Time{} // listings leave it empty
 	if rs := runsOf([]store.Run{in, {ID: "r2"}}); len(rs) != 2 || !reflect.DeepEqual(rs[0], want) || rs[1].ID != "r2" {
 		t.Errorf("runsOf = %+v", rs)
 	}

@@ -154,6 +154,29 @@ func TestLimitsRoute(t *testing.T) {
 		flows["rate openai acme"] != 2 || flows["rate openai globex"] != 1 || flows["key crawl example.com"] != 3 {
 		t.Errorf("the idle runs' limits and keys in the listing: %v, want %v", flows, want)
 	}
+	// The detail of a held-back run says what holds it.
+	seen := map[string]bool{}
+	for _, r := range page.Runs {
+		if r.Waiting != "" {
+			t.Errorf("a listing carries the waiting reason: %+v", r)
+		}
+		_, body := get("/api/runs/" + r.ID)
+		var detail httpapi.RunDetail
+		if err := json.Unmarshal([]byte(body), &detail); err != nil {
+			t.Fatal(err)
+		}
+		d := detail.Run
+		switch {
+		case r.RateLimit != nil && d.Waiting == "rate limit" && d.WaitingUntil != nil:
+		case r.KeyConcurrency != nil && d.Waiting == "key concurrency" && d.WaitingUntil == nil:
+		default:
+			t.Errorf("run %s held back: waiting %q until %v", r.ID, d.Waiting, d.WaitingUntil)
+		}
+		seen[d.Waiting] = true
+	}
+	if !seen["rate limit"] || !seen["key concurrency"] {
+		t.Errorf("waiting reasons seen: %v", seen)
+	}
 }
 
 // TestLimitsRouteEmpty: without limits the answer has empty lists (not

@@ -47,6 +47,12 @@ type Run struct {
 	// KeyConcurrency is the per-key concurrency bound the run counts
 	// against and its key (Process.KeyConcurrency); absent for none.
 	KeyConcurrency *FlowKey `json:"keyConcurrency,omitempty"`
+	// Waiting says why an idle run the serving engine holds has not
+	// started ("slot", "retry", "process cap", "key concurrency", "rate
+	// limit"; yella.Run.Waiting), and WaitingUntil when a rate limit lets
+	// it start. Only the run detail has them.
+	Waiting      string     `json:"waiting,omitempty"`
+	WaitingUntil *time.Time `json:"waitingUntil,omitempty"`
 	// NoHandler is true when the engine serving the API has no process of
 	// this name: it leaves the run as it is, so an idle one waits until a
 	// process of that name is registered (here or in another engine on
@@ -95,7 +101,8 @@ func (h handlers) runOf(r yella.Run) Run {
 		Error: r.Error, ErrorCode: string(r.ErrorCode), Then: r.Then, IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		Epoch: r.Epoch, RetryAt: ts(r.RetryAt), LeaseOwner: r.Owner, LeaseExpires: ts(r.LeaseExpires),
 		CreatedAt: r.CreatedAt.UTC(), StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), Version: r.Version,
-		Priority: r.Priority, RateLimit: flowKey(r.RateLimit, r.RateKey), KeyConcurrency: flowKey(r.ConcurrencyLimit, r.ConcurrencyKey)}
+		Priority: r.Priority, RateLimit: flowKey(r.RateLimit, r.RateKey), KeyConcurrency: flowKey(r.ConcurrencyLimit, r.ConcurrencyKey),
+		Waiting: r.Waiting, WaitingUntil: ts(r.WaitingUntil)}
 }
 
 // RunPage is GET /api/runs.

@@ -89,6 +89,31 @@ func (d *Dispatcher) RateState(key string) time.Time {
 	return d.flow.tats[key]
 }
 
+// Waiting says why a known item has not started: "ready" (waiting for a
+// slot), "delayed" (until its RetryAt), "process" (its process is at its
+// cap), "key" (its concurrency key is at its bound) or "rate" (its rate
+// key allows no start before at). ok is false for an item the dispatcher
+// does not hold waiting.
+func (d *Dispatcher) Waiting(id string) (why string, at time.Time, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e, found := d.byID[id]
+	if !found {
+		return "", time.Time{}, false
+	}
+	switch e.where {
+	case inDelayed:
+		return "delayed", e.RetryAt, true
+	case inProcess:
+		return "process", time.Time{}, true
+	case inKey:
+		return "key", time.Time{}, true
+	case inRate:
+		return "rate", d.flow.wakeAt[e.RateKey], true
+	}
+	return "ready", time.Time{}, true
+}
+
 // KeyStats counts, per flow key, the items waiting on it, and for
 // concurrency keys the items running under it.
 type KeyStats struct {
