@@ -488,3 +488,12 @@ func (s *Store) PruneKeys(ctx context.Context, before time.Time, limit int) (int
 	})
 	return int(n), err
 }
+
+// RateStates implements store.Store: this store keeps no rate state yet,
+// so a restarted engine's rate limits start afresh.
+func (s *Store) RateStates(ctx context.Context, now time.Time) (map[string]time.Time, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	return map[string]time.Time{}, nil
+}
