@@ -195,7 +195,7 @@ func TestFlowRateExactWhileHeld(t *testing.T) {
 	dir := t.TempDir()
 	a := openIn(t, dir, pgstore.Options{})
 	b := openIn(t, dir, pgstore.Options{Schema: a.Schema()})
-	admitFlow(t, a, "p", t0, 0, "k", "", 10)
+	admitFlow(t, a, "p", t0, 0, "k", "", 50) // more than the first claim locks
 	f := store.Flow{Rate: store.Rate{Interval: time.Minute, Burst: 3}}
 	var na, nb int
 	raceWhileHeld(t, a.Schema(),
@@ -263,7 +263,7 @@ func TestFlowKeyConcurrencyExactWhileHeld(t *testing.T) {
 	dir := t.TempDir()
 	a := openIn(t, dir, pgstore.Options{})
 	b := openIn(t, dir, pgstore.Options{Schema: a.Schema()})
-	admitFlow(t, a, "p", t0, 0, "", "k", 10)
+	admitFlow(t, a, "p", t0, 0, "", "k", 50) // more than the first claim locks
 	f := store.Flow{KeyConcurrency: 2}
 	raceWhileHeld(t, a.Schema(),
 		func() { claimAt(t, a, "node-a", t0, "p", 0, f, 10) },
