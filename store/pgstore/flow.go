@@ -94,7 +94,7 @@ func (w *wtx) claimFlows(req *store.ClaimNextRequest, procs []string, rooms map[
 		}
 	}
 	var picked, tats []*int64
-	skip := []int64{}
+	seen := []int64{}
 	for round := 0; round < maxFlowRounds && limit > 0; round++ {
 		var cands []candidate
 		want, got := map[string]int{}, map[string]int{}
@@ -125,7 +125,7 @@ func (w *wtx) claimFlows(req *store.ClaimNextRequest, procs []string, rooms map[
 				}
 			}
 			want[p] = room + flowSlack
-			b.Queue(q.flowCands, now, p, fullConc, fullRate, skip, want[p]).Query(func(rows pgx.Rows) error {
+			b.Queue(q.flowCands, now, p, fullConc, fullRate, seen, want[p]).Query(func(rows pgx.Rows) error {
 				c := candidate{proc: p}
 				var created int64
 				var prio int
@@ -157,6 +157,10 @@ func (w *wtx) claimFlows(req *store.ClaimNextRequest, procs []string, rooms map[
 			return time.Time{}, err
 		}
 		for _, c := range cands {
+			// Every candidate is looked at once: the next rounds leave
+			// out the runs this one picks as well as those it passes
+			// over (this transaction's own row locks do not skip them).
+			seen = append(seen, c.seq)
 			f := req.Flows[c.proc]
 			limitsConc := f.KeyConcurrency > 0 && c.concKey != ""
 			limitsRate := !f.Rate.Zero() && c.rateKey != ""
@@ -164,7 +168,6 @@ func (w *wtx) claimFlows(req *store.ClaimNextRequest, procs []string, rooms map[
 			case limit == 0 || rooms[c.proc] == 0,
 				limitsConc && keys.failed["c"+c.concKey], limitsRate && keys.failed["r"+c.rateKey],
 				limitsConc && keys.conc[c.concKey] >= f.KeyConcurrency:
-				skip = append(skip, c.seq)
 				continue
 			}
 			var tat *int64
@@ -172,7 +175,6 @@ func (w *wtx) claimFlows(req *store.ClaimNextRequest, procs []string, rooms map[
 				ok, next, at := f.Rate.Allow(keys.tat[c.rateKey], req.Now)
 				if !ok {
 					wait(c.rateKey, at)
-					skip = append(skip, c.seq)
 					continue
 				}
 				keys.tat[c.rateKey] = next
