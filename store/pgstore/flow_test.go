@@ -87,7 +87,7 @@ func TestClaimNextPriorityOrder(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			s := openIn(t, t.TempDir(), pgstore.Options{})
 			backlog := admitFlow(t, s, "p", t0, 0, "r", "k", 3)
-			late := admitFlow(t, s, "p", t0.Add(3*store.PriorityStep), 1, "r", "k", 1)[0]  // rank t0+2m: after the backlog
+			late := admitFlow(t, s, "p", t0.Add(3*store.PriorityStep), 1, "r", "k", 1)[0] // rank t0+2m: after the backlog
 			urgent := admitFlow(t, s, "p", t0.Add(store.PriorityStep), 2, "r", "k", 1)[0] // rank t0-1m: before it
 			want := []string{urgent.ID, backlog[0].ID, backlog[1].ID, backlog[2].ID, late.ID}
 			var got []string
