@@ -552,3 +552,33 @@ func TestFlowRoundsClaimEachRunOnce(t *testing.T) {
 		t.Errorf("claimed %v, want %v", got, want)
 	}
 }
+
+// TestPruneKeepsRateState: retention does not delete a completed run
+// whose rate_tat is after its cut, so the key's state survives it (a rate
+// of one start an hour with a shorter retention would otherwise allow a
+// start too early); once the state is before the cut, the run goes.
+func TestPruneKeepsRateState(t *testing.T) {
+	ctx := context.Background()
+	s := openIn(t, t.TempDir(), pgstore.Options{})
+	f := store.Flow{Rate: store.Rate{Interval: time.Hour, Burst: 1}}
+	admitFlow(t, s, "p", t0, 0, "k", "", 1)
+	res := claimAt(t, s, "o", t0, "p", 0, f, 1)
+	if len(res.Runs) != 1 {
+		t.Fatal("no claim")
+	}
+	complete(t, s, res.Runs[0], t0)
+	cut := t0.Add(30 * time.Minute)
+	if n, err := s.Prune(ctx, store.PruneRequest{CompletedBefore: cut, Limit: 100}); err != nil || n != 0 {
+		t.Fatalf("prune before the state passed: %d, %v; want 0", n, err)
+	}
+	if st, err := s.RateStates(ctx, cut); err != nil || !st["k"].Equal(t0.Add(time.Hour)) {
+		t.Fatalf("rate states after the prune: %v %v", st, err)
+	}
+	admitFlow(t, s, "p", cut, 0, "k", "", 1)
+	if res := claimAt(t, s, "o", cut, "p", 0, f, 1); len(res.Runs) != 0 {
+		t.Fatal("a start allowed 30 minutes after the last on a rate of one an hour")
+	}
+	if n, err := s.Prune(ctx, store.PruneRequest{CompletedBefore: t0.Add(2 * time.Hour), Limit: 100}); err != nil || n != 1 {
+		t.Fatalf("prune after the state passed: %d, %v; want 1", n, err)
+	}
+}

@@ -286,9 +286,11 @@ func newQueries(schema string) queries {
 		WHERE at >= $1 AND at <= $2 ORDER BY at DESC, id DESC LIMIT $3`)
 
 	// One bounded batch of retention, leaves first: a run with a child
-	// left is kept. The keys of the deleted runs are kept with them.
+	// left is kept. The keys of the deleted runs are kept with them. A run
+	// whose rate_tat is not before the cut is kept too: it may hold its
+	// rate key's state (RateStates), which must outlive its run.
 	q.prune = s(`WITH v AS (
-			SELECT seq FROM $S.runs r WHERE status = 'completed' AND completed_at < $1
+			SELECT seq FROM $S.runs r WHERE status = 'completed' AND completed_at < $1 AND (rate_tat IS NULL OR rate_tat < $1)
 			AND NOT EXISTS (SELECT 1 FROM $S.runs c WHERE c.parent_id = r.id)
 			ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
 		k AS (
