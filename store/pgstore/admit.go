@@ -175,15 +175,18 @@ func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, ad
 	moved func(from, to store.Status)) (store.AdmitResult, error) {
 	ids := make([]string, len(admit))
 	procs := make([]string, len(admit))
+	prios := make([]*int32, len(admit))
+	rateKeys, concKeys := make([]*string, len(admit)), make([]*string, len(admit))
 	for i, nr := range admit {
 		ids[i], procs[i] = nr.ID, nr.Process
+		prios[i], rateKeys[i], concKeys[i] = nullInt(nr.Priority), nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey)
 	}
 	var corr *string
 	if a.CorrelationID != "" {
 		corr = &a.CorrelationID
 	}
 	rows, err := q.Query(ctx, s.q.insRuns, ids, procs, a.Event, corr, nullStr(a.ParentID), a.Depth,
-		blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano())
+		blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(), prios, rateKeys, concKeys)
 	if err != nil {
 		return res, err
 	}
@@ -217,6 +220,7 @@ func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, ad
 			ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: c, ParentID: a.ParentID,
 			Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
+			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey,
 		})
 	}
 	if len(lost) > 0 { // admitted meanwhile by another transaction
