@@ -485,7 +485,9 @@ type PruneRequest struct {
 	// CompletedBefore prunes completed (not deferred) runs whose completion
 	// is older than this, with their timelines and effects, leaves first: a
 	// run with a remaining child is kept until its children are gone. A
-	// pruned run's idempotency key is kept (see Store.PruneKeys).
+	// pruned run's idempotency key is kept (see Store.PruneKeys). A rate
+	// key's state later than CompletedBefore survives (see RateStates): a
+	// run holding it is kept.
 	CompletedBefore time.Time
 	// ObservabilityBefore prunes rollups and error records older than this.
 	ObservabilityBefore time.Time

@@ -85,8 +85,8 @@ func newQueries(schema string) queries {
 	s := func(sql string) string { return strings.ReplaceAll(sql, "$S.", schema+".") }
 	q.insRuns = s(`WITH r AS (
 			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
-				priority, rate_key, conc_key)
-			SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10, i.priority, i.rate_key, i.conc_key
+				priority, rate_key, conc_key, retry_at)
+			SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10, i.priority, i.rate_key, i.conc_key, $14::bigint
 			FROM unnest($1::text[], $2::text[], $11::int[], $12::text[], $13::text[]) WITH ORDINALITY AS i(id, process, priority, rate_key, conc_key, ord)
 			ORDER BY i.ord
 			ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING
@@ -97,11 +97,11 @@ func newQueries(schema string) queries {
 	// bound): one row each, in order.
 	q.insChildren = s(`WITH r AS (
 			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at,
-				priority, rate_key, conc_key)
-			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created, i.priority, i.rate_key, i.conc_key
+				priority, rate_key, conc_key, retry_at)
+			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created, i.priority, i.rate_key, i.conc_key, i.retry_at
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[],
-				$10::int[], $11::text[], $12::text[])
-				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, ord)
+				$10::int[], $11::text[], $12::text[], $13::bigint[])
+				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at, ord)
 			ORDER BY i.ord
 			RETURNING seq, id),
 		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)

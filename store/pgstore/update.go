@@ -230,6 +230,7 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 	var created []int64
 	var prios []*int32
 	var rateKeys, concKeys []*string
+	var retryAts []*int64
 	for i, c := range cs {
 		a := c.fin.u.Children
 		if !done[i] || a == nil {
@@ -244,13 +245,14 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 			corrs, depths = append(corrs, corr), append(depths, int32(a.Depth))
 			payloads, contexts, created = append(payloads, blob(a.Payload)), append(contexts, blob(a.Context)), append(created, a.Now.UnixNano())
 			prios, rateKeys, concKeys = append(prios, nullInt(nr.Priority)), append(rateKeys, nullStr(nr.RateKey)), append(concKeys, nullStr(nr.ConcurrencyKey))
+			retryAts = append(retryAts, notBefore(a))
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	rows, err := w.tx.Query(w.ctx, w.s.q.insChildren, ids, procs, events, corrs, parents, depths, payloads, contexts, created,
-		prios, rateKeys, concKeys)
+		prios, rateKeys, concKeys, retryAts)
 	if err != nil {
 		return err
 	}
@@ -286,7 +288,7 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 			c.fin.res.Children.Admitted = append(c.fin.res.Children.Admitted, store.Run{
 				ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
 				Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context, CreatedAt: time.Unix(0, a.Now.UnixNano()),
-				Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey,
+				Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
 			})
 		}
 	}

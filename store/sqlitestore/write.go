@@ -479,9 +479,9 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 		n = 0
 		if !p.CompletedBefore.IsZero() {
 			rows, err := w.s.conn.QueryContext(w.ctx, `SELECT seq, process FROM runs r
-				WHERE status = 'completed' AND completed_at < ?
+				WHERE status = 'completed' AND completed_at < ?1 AND (rate_tat IS NULL OR rate_tat < ?1)
 				AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)
-				ORDER BY completed_at LIMIT ?`, p.CompletedBefore.UnixNano(), p.Limit)
+				ORDER BY completed_at LIMIT ?2`, p.CompletedBefore.UnixNano(), p.Limit)
 			if err != nil {
 				return err
 			}
