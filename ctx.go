@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"time"
 )
 
 // Ctx is what a handler receives: the run it executes and the durable
@@ -108,11 +109,12 @@ func (c *Ctx) ContextMap() map[string]json.RawMessage {
 // Result is what a handler returns; build it with Ctx.OK, Ctx.Fail,
 // Ctx.Error or Ctx.Defer. The zero Result is treated as a thrown error.
 type Result struct {
-	kind   resultKind
-	output any
-	then   string
-	err    error
-	code   Code
+	kind      resultKind
+	output    any
+	then      string
+	thenDelay time.Duration
+	err       error
+	code      Code
 }
 
 type resultKind int
@@ -132,6 +134,11 @@ type ResultOption func(*Result)
 // chain: one child run per listener, with the result's output as payload
 // and a copy of this run's context. Admission is atomic with the completion.
 func Then(event string) ResultOption { return func(r *Result) { r.then = event } }
+
+// ThenAfter starts the follow-up runs of Then no earlier than d after the
+// run completes: they are admitted with the completion and wait idle,
+// across restarts, until then. A negative d counts as 0.
+func ThenAfter(d time.Duration) ResultOption { return func(r *Result) { r.thenDelay = max(d, 0) } }
 
 // WithCode attaches a machine-readable code to a failure.
 func WithCode(code Code) ResultOption { return func(r *Result) { r.code = code } }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -15,7 +16,21 @@ import (
 // EmitOption configures one emission.
 type EmitOption func(*emitOpts)
 
-type emitOpts struct{ key string }
+type emitOpts struct {
+	key      string
+	priority *int
+	delay    time.Duration // Delay
+	at       time.Time     // StartAt
+}
+
+// Delay admits the runs now and starts them no earlier than d from now:
+// they wait idle, with their start time as RetryAt, and keep it across
+// restarts. A negative d is refused. See also StartAt.
+func Delay(d time.Duration) EmitOption { return func(o *emitOpts) { o.delay, o.at = d, time.Time{} } }
+
+// StartAt admits the runs now and starts them no earlier than t (at once
+// when t has passed). The last of Delay and StartAt given wins.
+func StartAt(t time.Time) EmitOption { return func(o *emitOpts) { o.at, o.delay = t, 0 } }
 
 // IdempotencyKey makes the emission idempotent: for each (event, key), each
 // listening process is admitted at most once while the key is kept, that is
@@ -96,7 +111,7 @@ func (e *Engine) emit(ctx context.Context, via store.Admitter, event string, pay
 	if err := e.emitting("emit"); err != nil {
 		return Emission{}, nil, err
 	}
-	adm, err := e.admission(event, payload, o.key)
+	adm, err := e.admission(event, payload, o)
 	if err != nil {
 		err.Op = "emit"
 		return Emission{}, nil, err
@@ -125,7 +140,13 @@ func (e *Engine) emitting(op string) error {
 
 // admission checks an event and its payload and builds its admission: one
 // new run per listener. The error has no Op: the caller sets it.
-func (e *Engine) admission(event string, payload any, key string) (*store.Admission, *Error) {
+func (e *Engine) admission(event string, payload any, o emitOpts) (*store.Admission, *Error) {
+	if p := o.priority; p != nil && (*p < -store.MaxPriority || *p > store.MaxPriority) {
+		return nil, &Error{Code: CodeInvalidConfig, Field: "Priority", Msg: fmt.Sprintf("priority must be between %d and %d, got %d", -store.MaxPriority, store.MaxPriority, *p)}
+	}
+	if o.delay < 0 {
+		return nil, &Error{Code: CodeInvalidConfig, Field: "Delay", Msg: fmt.Sprintf("delay must not be negative, got %v", o.delay)}
+	}
 	targets := e.listeners(event)
 	if len(targets) == 0 {
 		return nil, &Error{Code: CodeUnknownEvent, Msg: "no process listens to " + quote(event)}
@@ -137,7 +158,12 @@ func (e *Engine) admission(event string, payload any, key string) (*store.Admiss
 	if verr := validatePayload(event, targets, enc); verr != nil {
 		return nil, verr
 	}
-	return &store.Admission{Event: event, Payload: enc, IdempotencyKey: key, Runs: newRuns(targets), Now: e.clock.Now()}, nil
+	a := &store.Admission{Event: event, Payload: enc, IdempotencyKey: o.key, Now: e.clock.Now(), NotBefore: o.at}
+	if o.delay > 0 {
+		a.NotBefore = a.Now.Add(o.delay)
+	}
+	a.Runs = newRuns(targets, a, o.priority)
+	return a, nil
 }
 
 // emissionOf reports what an admission did.
@@ -257,10 +283,11 @@ func (e *Engine) checkPayload(b []byte) error {
 	return &Error{Code: CodeInvalidPayload, Msg: fmt.Sprintf("payload is not valid JSON: %s at byte %d", pe.what, pe.off)}
 }
 
-func newRuns(targets []*registered) []store.NewRun {
+// newRuns builds the new runs of an admission, one per listener.
+func newRuns(targets []*registered, a *store.Admission, priority *int) []store.NewRun {
 	out := make([]store.NewRun, len(targets))
 	for i, p := range targets {
-		out[i] = store.NewRun{ID: newID(), Process: p.Name, Limit: p.admitLimit()}
+		out[i] = p.newRun(a, priority)
 	}
 	return out
 }

@@ -16,6 +16,9 @@ type BatchEvent struct {
 	// IdempotencyKey, when not empty, makes this event idempotent as the
 	// IdempotencyKey option does for Emit.
 	IdempotencyKey string
+	// Options are Emit's options for this event (Priority, …). An
+	// IdempotencyKey option wins over the IdempotencyKey field.
+	Options []EmitOption
 }
 
 // EmitBatch admits many events in one call and one store transaction:
@@ -45,7 +48,11 @@ func (e *Engine) EmitBatch(ctx context.Context, events []BatchEvent) ([]Emission
 	}
 	adms := make([]store.Admission, len(events))
 	for i, ev := range events {
-		adm, err := e.admission(ev.Event, ev.Payload, ev.IdempotencyKey)
+		o := emitOpts{key: ev.IdempotencyKey}
+		for _, opt := range ev.Options {
+			opt(&o)
+		}
+		adm, err := e.admission(ev.Event, ev.Payload, o)
 		if err != nil {
 			err.Op = "emit batch"
 			err.Msg = fmt.Sprintf("event %d (%s): %s", i, ev.Event, err.Msg)

@@ -122,10 +122,17 @@ func (e *Engine) Register(p Process) error {
 	}
 	r := &registered{Process: p}
 	r.Emits = append([]string(nil), p.Emits...)
+	r.deriveFlow()
+	if err := e.checkSharedLimits(r); err != nil {
+		return err
+	}
 	e.procs[p.Name] = r
 	e.byEvent[p.On] = append(e.byEvent[p.On], r)
 	if p.Concurrency > 0 {
 		e.disp.SetLimit(p.Name, p.Concurrency)
+	}
+	if e.node == nil { // a shared store applies flow limits when it claims
+		e.disp.SetFlow(p.Name, r.flow)
 	}
 	e.mu.Lock()
 	started := e.state == stateStarted
@@ -164,6 +171,7 @@ func (e *Engine) Unregister(name string) {
 		e.byEvent[p.On] = ls
 	}
 	e.disp.SetLimit(name, 0)
+	e.disp.SetFlow(name, store.Flow{})
 }
 
 // Processes returns the registered processes in registration order per
@@ -223,6 +231,15 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.reclaim(ctx, true); err != nil {
 		return fail(err)
 	}
+	if e.node == nil {
+		// Rate limits resume from the state stored with the last claims, so
+		// a restart grants no new burst.
+		tats, err := e.store.RateStates(ctx, e.clock.Now())
+		if err != nil {
+			return fail(err)
+		}
+		e.disp.LoadRates(tats)
+	}
 	// The first page of idle runs is dispatched at once; the rest is loaded
 	// in the background, so a large backlog does not delay recovery. Drain
 	// waits for the loading (a dispatcher hold).
@@ -257,7 +274,8 @@ const pendingPage = 2048
 func pendingItems(ps []store.Pending) []dispatch.Item {
 	items := make([]dispatch.Item, len(ps))
 	for i, p := range ps {
-		items[i] = dispatch.Item{ID: p.ID, Seq: p.Seq, Process: p.Process, Correlation: p.CorrelationID, RetryAt: p.RetryAt}
+		items[i] = dispatch.Item{ID: p.ID, Seq: p.Seq, Rank: store.Rank(p.CreatedAt, p.Priority), Process: p.Process,
+			Correlation: p.CorrelationID, RetryAt: p.RetryAt, RateKey: p.RateKey, ConcKey: p.ConcurrencyKey}
 	}
 	return items
 }
@@ -582,7 +600,8 @@ func (e *Engine) enqueue(items ...dispatch.Item) {
 }
 
 func itemOf(r *store.Run) dispatch.Item {
-	return dispatch.Item{ID: r.ID, Seq: r.Seq, Process: r.Process, Correlation: r.CorrelationID, RetryAt: r.RetryAt}
+	return dispatch.Item{ID: r.ID, Seq: r.Seq, Rank: store.Rank(r.CreatedAt, r.Priority), Process: r.Process,
+		Correlation: r.CorrelationID, RetryAt: r.RetryAt, RateKey: r.RateKey, ConcKey: r.ConcurrencyKey}
 }
 
 func runEvent(r *store.Run) Event {

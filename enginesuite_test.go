@@ -46,6 +46,8 @@ var engineSuite = []func() []Case{
 	opsCases,       // enginesuite_ops_test.go: resume, cancel, retry, effects
 	retryCases,     // enginesuite_retry_test.go: retry policies
 	safetyCases,    // enginesuite_safety_test.go: overflow, payload limits
+	flowCases,      // enginesuite_flow_test.go: priorities, rate limits, per-key concurrency
+	waitCases,      // enginesuite_wait_test.go: delayed and scheduled runs
 }
 
 // engineStores are the stores the engine suite runs on.

@@ -7,6 +7,7 @@ import (
 	"log"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/store/memstore"
@@ -208,4 +209,36 @@ func Example_deadLetterRequeue() {
 	// dead-letter after 2 attempts: CRM API timeout
 	// event: run:requeued
 	// completed "synced"
+}
+
+// Flow control: each tenant may call the model at most twice a minute and
+// run one call at a time, and an urgent emission goes ahead of the queue.
+// The limits hold across restarts (the state is stored with the runs).
+func Example_flowControl() {
+	ctx := context.Background()
+	st := memstore.New()
+	defer st.Close()
+	eng, err := yella.New(yella.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{
+		Name: "summarize", On: "doc:uploaded",
+		RateLimit:      &yella.RateLimit{Name: "llm", Limit: 2, Per: time.Minute, Key: yella.KeyFromPayload("tenant")},
+		KeyConcurrency: &yella.KeyConcurrency{Max: 1, Key: yella.KeyFromPayload("tenant")},
+		Run:            func(c *yella.Ctx) yella.Result { return c.OK(nil) },
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	em, err := eng.Emit(ctx, "doc:uploaded", map[string]string{"tenant": "acme"}, yella.Priority(5))
+	if err != nil {
+		log.Fatal(err)
+	}
+	r, err := eng.Run(ctx, em.Runs[0])
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("priority %d, rate limit %s key %s, concurrency key %s\n", r.Priority, r.RateLimit, r.RateKey, r.ConcurrencyKey)
+	// Output: priority 5, rate limit llm key acme, concurrency key acme
 }

@@ -68,7 +68,13 @@ func (e *Engine) begin(it dispatch.Item) *attempt {
 		return nil
 	}
 	now := e.clock.Now()
-	runs, err := e.store.Claim(e.io, store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)})
+	req := store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)}
+	if !it.TAT.IsZero() {
+		// The start is dated when the rate key granted it, a moment ago:
+		// the recorded starts of a key then obey its limit exactly.
+		req.Now, req.RateTATs = it.Granted, []time.Time{it.TAT}
+	}
+	runs, err := e.store.Claim(e.io, req)
 	if err != nil {
 		e.storeFailed("claim", err)
 		if !e.isState(stateStopping) && !e.isState(stateStopped) {
@@ -287,6 +293,9 @@ func (a *attempt) decide(res Result, fenced bool, now time.Time) *change {
 	if ferr != nil {
 		c.depth = ferr.Code == CodeChainDepthExceeded
 		return failed(store.ActionFail, errors.New(ferr.Msg), ferr.Code)
+	}
+	if res.thenDelay > 0 {
+		adm.NotBefore = now.Add(res.thenDelay)
 	}
 	u.Children = adm
 	u.NoChildren = &store.Outcome{ErrorCode: string(CodeNotAdmitted),

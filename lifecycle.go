@@ -293,6 +293,8 @@ func (e *Engine) followUp(parent *store.Run, event string, payload, vars json.Ra
 	if verr := validatePayload("follow-up "+event, targets, payload); verr != nil {
 		return nil, verr
 	}
-	return &store.Admission{Event: event, Payload: payload, Runs: newRuns(targets), ParentID: parent.ID,
-		CorrelationID: parent.CorrelationID, Depth: parent.Depth + 1, Context: vars, Now: now}, nil
+	a := &store.Admission{Event: event, Payload: payload, ParentID: parent.ID,
+		CorrelationID: parent.CorrelationID, Depth: parent.Depth + 1, Context: vars, Now: now}
+	a.Runs = newRuns(targets, a, nil)
+	return a, nil
 }

@@ -50,6 +50,12 @@ type DispatcherMetrics struct {
 	Ready   int // idle and due, waiting for a slot
 	Delayed int // idle, waiting for a retry delay
 	Running int // executing
+	// RateLimited and KeyLimited count the idle, due runs held back by a
+	// rate limit (Process.RateLimit) or by their key's concurrency bound
+	// (Process.KeyConcurrency). With a shared store the store holds them
+	// back when it claims, and both stay 0.
+	RateLimited int
+	KeyLimited  int
 }
 
 type counters struct {
@@ -134,10 +140,11 @@ func (e *Engine) Metrics(ctx context.Context) (Metrics, error) {
 	}
 	st := e.disp.Stats()
 	m := Metrics{
-		Queue:      queueOf(q),
-		Totals:     e.metrics.totals(),
-		Processes:  map[string]ProcessMetrics{},
-		Dispatcher: DispatcherMetrics{Slots: e.cfg.Concurrency, Ready: st.Ready, Delayed: st.Delayed, Running: st.Running},
+		Queue:     queueOf(q),
+		Totals:    e.metrics.totals(),
+		Processes: map[string]ProcessMetrics{},
+		Dispatcher: DispatcherMetrics{Slots: e.cfg.Concurrency, Ready: st.Ready, Delayed: st.Delayed, Running: st.Running,
+			RateLimited: st.RateWait, KeyLimited: st.KeyWait},
 	}
 	e.metrics.mu.Lock()
 	drops := maps.Clone(e.metrics.drops)

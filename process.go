@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/yella-go/yella/store"
 )
 
 // Process binds a handler to one event. Several processes may listen to
@@ -47,6 +49,18 @@ type Process struct {
 	// CodeSchemaValidationFailed. Decodes[T] builds one from a payload type;
 	// Topic.Process sets it.
 	Validate func(payload json.RawMessage) error
+
+	// Priority orders this process's runs among due runs waiting for a
+	// slot: a run of priority p starts as though it had been emitted p
+	// minutes earlier (see Priority). Between -10,000 and 10,000; 0 by
+	// default. The Priority emit option overrides it for one emission.
+	Priority int
+	// RateLimit, if set, limits how often runs of this process start, per
+	// key. Runs over the limit wait; they are not dropped or failed.
+	RateLimit *RateLimit
+	// KeyConcurrency, if set, bounds the running runs per key: one busy
+	// key does not hold back the runs of other keys.
+	KeyConcurrency *KeyConcurrency
 }
 
 // Overflow is a per-process policy for events beyond its Concurrency cap.
@@ -179,6 +193,9 @@ func ExponentialExact(base time.Duration) Backoff {
 // registered is a process with its derived settings.
 type registered struct {
 	Process
+	flow     store.Flow // its flow limits as the dispatcher and stores apply them
+	rateName string     // the names of its limits ("" for none)
+	concName string
 }
 
 // admitLimit is the cap on active runs at admission (0: none).
@@ -221,5 +238,5 @@ func validateProcess(p Process) error {
 			return err
 		}
 	}
-	return nil
+	return validateFlow(p, bad)
 }

@@ -115,8 +115,18 @@ func (e *Engine) Run(ctx context.Context, id string) (Run, error) {
 	if err != nil {
 		return Run{}, storeErr("run", id, err)
 	}
-	return runOf(r), nil
+	out := runOf(r)
+	if r.Status == store.StatusIdle && e.node == nil {
+		if why, at, ok := e.disp.Waiting(id); ok {
+			out.Waiting = waitingReasons[why]
+			out.WaitingUntil = at
+		}
+	}
+	return out, nil
 }
+
+// waitingReasons names the dispatcher's places for Run.Waiting.
+var waitingReasons = map[string]string{"ready": "slot", "delayed": "retry", "process": "process cap", "key": "key concurrency", "rate": "rate limit"}
 
 // Chain returns every run of a chain, by depth then creation. id may be the
 // correlation id or the id of any run in the chain.

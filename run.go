@@ -164,6 +164,28 @@ type Run struct {
 	CompletedAt time.Time
 	// Version is the Process.Version of the latest attempt.
 	Version string
+
+	// Priority is the run's priority (Priority, Process.Priority).
+	Priority int
+	// RateLimit and RateKey name the rate limit the run counts against and
+	// its key in it (Process.RateLimit); "" for none.
+	RateLimit string
+	RateKey   string
+	// ConcurrencyLimit and ConcurrencyKey name the per-key concurrency
+	// limit the run counts against and its key (Process.KeyConcurrency);
+	// "" for none.
+	ConcurrencyLimit string
+	ConcurrencyKey   string
+
+	// Waiting says, for an idle run this engine holds in its queue, why it
+	// has not started: "slot" (every slot is taken), "retry" (its RetryAt
+	// has not come), "process cap" (Process.Concurrency), "key
+	// concurrency" (its key is at its bound) or "rate limit" (its key
+	// allows no start before WaitingUntil). Empty for other runs, and with
+	// a shared store, where the store decides when it claims. Only
+	// Engine.Run sets it; listings leave it empty.
+	Waiting      string
+	WaitingUntil time.Time
 }
 
 // State returns the raw state of the run's status.
@@ -171,7 +193,7 @@ func (r Run) State() State { return r.Status.State() }
 
 // runOf converts a stored run to a Run.
 func runOf(r store.Run) Run {
-	return Run{
+	out := Run{
 		ID: r.ID, Seq: r.Seq, Process: r.Process, Event: r.Event,
 		CorrelationID: r.CorrelationID, ParentID: r.ParentID, Depth: r.Depth, Status: Status(r.Status),
 		Payload: r.Payload, Context: r.Context, Output: r.Output,
@@ -179,7 +201,15 @@ func runOf(r store.Run) Run {
 		IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts, RetryAt: r.RetryAt,
 		Owner: r.LeaseOwner, LeaseExpires: r.LeaseExpires, Epoch: r.Epoch,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: r.Version,
+		Priority: r.Priority,
 	}
+	if r.RateKey != "" {
+		out.RateLimit, out.RateKey = splitKey(r.RateKey)
+	}
+	if r.ConcurrencyKey != "" {
+		out.ConcurrencyLimit, out.ConcurrencyKey = splitKey(r.ConcurrencyKey)
+	}
+	return out
 }
 
 // runsOf converts stored runs; nil stays nil.

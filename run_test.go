@@ -31,6 +31,7 @@ func TestRunOf(t *testing.T) {
 		Output: json.RawMessage(`3`), Error: "boom", ErrorCode: "HANDLER_TIMEOUT", Then: "next",
 		IdempotencyKey: "k", Attempts: 3, Epoch: 4, RetryAt: t0.Add(1), LeaseOwner: "engine-a",
 		LeaseExpires: t0.Add(2), CreatedAt: t0.Add(3), StartedAt: t0.Add(4), CompletedAt: t0.Add(5), Version: "v2",
+		Priority: 5, RateKey: "openai\x1ftenant-1", ConcurrencyKey: "crawl\x1fexample.com",
 	}
 	allSet(t, "store.Run", in)
 	want := Run{
@@ -39,8 +40,13 @@ func TestRunOf(t *testing.T) {
 		Output: json.RawMessage(`3`), Error: "boom", ErrorCode: CodeHandlerTimeout, Then: "next",
 		IdempotencyKey: "k", Attempts: 3, Epoch: 4, RetryAt: t0.Add(1), Owner: "engine-a",
 		LeaseExpires: t0.Add(2), CreatedAt: t0.Add(3), StartedAt: t0.Add(4), CompletedAt: t0.Add(5), Version: "v2",
+		Priority: 5, RateLimit: "openai", RateKey: "tenant-1", ConcurrencyLimit: "crawl", ConcurrencyKey: "example.com",
 	}
 	got := runOf(in)
+	// Waiting comes from the engine's queue, not the stored run (Engine.Run
+	// sets it: Flow/WaitingReason).
+	got.Waiting, got.WaitingUntil = "rate limit", t0.Add(6)
+	want.Waiting, want.WaitingUntil = "rate limit", t0.Add(6)
 	allSet(t, "Run", got)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("runOf:\n got %+v\nwant %+v", got, want)
@@ -48,6 +54,7 @@ func TestRunOf(t *testing.T) {
 	if runsOf(nil) != nil {
 		t.Error("runsOf(nil) is not nil")
 	}
+	want.Waiting, want.WaitingUntil = "", time.Time{} // listings leave it empty
 	if rs := runsOf([]store.Run{in, {ID: "r2"}}); len(rs) != 2 || !reflect.DeepEqual(rs[0], want) || rs[1].ID != "r2" {
 		t.Errorf("runsOf = %+v", rs)
 	}

@@ -314,8 +314,9 @@ func (n *node) claim() {
 			return
 		}
 		now := n.e.clock.Now()
+		caps, flows := n.e.caps()
 		res, err := n.st.ClaimNext(n.e.io, store.ClaimNextRequest{Owner: n.e.owner, Now: now, LeaseUntil: now.Add(n.e.cfg.LeaseTimeout),
-			Processes: n.e.caps(), Limit: limit})
+			Processes: caps, Flows: flows, Limit: limit})
 		if err != nil {
 			n.e.storeFailed("claim", err)
 			n.mu.Lock()
@@ -373,14 +374,21 @@ func (n *node) forget(id string) {
 }
 
 // caps maps every registered process to its running cap (0: none).
-func (e *Engine) caps() map[string]int {
+func (e *Engine) caps() (map[string]int, map[string]store.Flow) {
 	e.regMu.RLock()
 	defer e.regMu.RUnlock()
 	out := make(map[string]int, len(e.procs))
+	var flows map[string]store.Flow
 	for name, p := range e.procs {
 		out[name] = max(p.Concurrency, 0)
+		if p.flow != (store.Flow{}) {
+			if flows == nil {
+				flows = map[string]store.Flow{}
+			}
+			flows[name] = p.flow
+		}
 	}
-	return out
+	return out, flows
 }
 
 // notifyWaiters wakes the chain waiters, if any.

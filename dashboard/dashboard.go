@@ -4,7 +4,8 @@
 // embedded; pages are served under a strict Content-Security-Policy with
 // no inline script or style, and they work without JavaScript.
 //
-// Pages: the overview (/), processes and the event graph (/processes), runs
+// Pages: the overview (/), processes and the event graph (/processes), the
+// nodes sharing the store (/nodes), the flow limits (/limits), runs
 // (/runs), a run (/runs/{id}), a chain's Gantt chart (/trace/{id}), dead
 // letters (/dead) and an emit form (/emit). Operator actions (retry,
 // requeue, cancel, resume, complete an effect, requeue all dead letters,
@@ -176,6 +177,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", s.bounded(s.overview))
 	mux.HandleFunc("GET /processes", s.bounded(s.processes))
 	mux.HandleFunc("GET /nodes", s.bounded(s.nodes))
+	mux.HandleFunc("GET /limits", s.bounded(s.limits))
 	mux.HandleFunc("GET /runs", s.bounded(s.runs))
 	mux.HandleFunc("GET /runs/{id}", s.bounded(s.run))
 	mux.HandleFunc("GET /trace", s.bounded(s.tracePicker))

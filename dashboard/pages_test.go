@@ -47,6 +47,7 @@ func TestPages(t *testing.T) {
 		{"/dead?process=sync-crm", []string{"Requeue all 1 of sync-crm", `name="process" value="sync-crm"`}},
 		{"/emit", []string{`id="emit-event"`, `id="emit-payload"`, `id="emit-key"`, `id="emit-submit"`, "order:placed → intake"}},
 		{"/emit?event=post:drafted", []string{`<option value="post:drafted" selected>`}},
+		{"/limits", []string{"<title>Limits · Yella</title>", `data-fragment="limits"`, "No process declares a limit"}},
 	}
 	for _, c := range cases {
 		r := f.get(c.target)
@@ -109,7 +110,7 @@ var (
 // CSP would block anyway).
 func TestSecurityHeaders(t *testing.T) {
 	f := newFixture(t)
-	pages := []string{"/", "/processes", "/runs", "/runs/" + f.ok, "/runs/" + f.deferred, "/runs/" + fenceID, "/trace",
+	pages := []string{"/", "/processes", "/limits", "/runs", "/runs/" + f.ok, "/runs/" + f.deferred, "/runs/" + fenceID, "/trace",
 		"/trace/" + f.ok, "/dead", "/emit", "/runs/missing", "/runs?fragment=list", "/static/app.js", "/ui/counts.json"}
 	for _, p := range pages {
 		r := f.get(p)

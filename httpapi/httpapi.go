@@ -1,6 +1,7 @@
 // Package httpapi is Yella's JSON HTTP API: runs (filtered, paged), run
 // detail with timeline and effects, chains and traces, processes and the
-// event graph, the nodes sharing the store, emit, the operator actions
+// event graph, the nodes sharing the store, the flow limits (rate limits
+// and per-key concurrency) with the keys holding runs back, emit, the operator actions
 // (retry, requeue, cancel, resume, complete an effect), metrics,
 // observability, and a Server-Sent Events stream of lifecycle events with
 // replay.
@@ -166,6 +167,7 @@ func (a *API) routes() {
 		{"GET /api/health", a.read(false, a.health)},
 		{"GET /api/processes", a.read(true, a.processes)},
 		{"GET /api/nodes", a.read(true, a.nodes)},
+		{"GET /api/limits", a.read(false, a.limits)},
 		{"GET /api/runs", a.read(true, a.runs)},
 		{"GET /api/runs/{id}", a.read(true, a.run)},
 		{"GET /api/runs/{id}/chain", a.read(true, a.chain)},

@@ -112,6 +112,45 @@ func (a *API) nodes(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, r, http.StatusOK, out)
 }
 
+// SharedLimitsNote is GET /api/limits's note on a shared store.
+const SharedLimitsNote = "shared store: the store holds runs back when a node claims them, so no node sees the waiting keys; the limits hold across every node"
+
+// Bounds of GET /api/limits's top= (the keys listed per limit).
+const (
+	DefaultLimitsTop = 10
+	MaxLimitsTop     = 100
+)
+
+// ParseLimitsQuery reads GET /api/limits's query string: top, the keys
+// listed per limit (1 to MaxLimitsTop; default DefaultLimitsTop).
+// Anything else is an error.
+func ParseLimitsQuery(v url.Values) (top int, err error) {
+	top = DefaultLimitsTop
+	for k, vals := range v {
+		if k != "top" {
+			return 0, fmt.Errorf("unknown parameter %q (limits takes top)", k)
+		}
+		if len(vals) > 1 {
+			return 0, fmt.Errorf("top is given %d times", len(vals))
+		}
+		n, err := strconv.Atoi(vals[0])
+		if err != nil || n < 1 || n > MaxLimitsTop {
+			return 0, fmt.Errorf("top must be a number from 1 to %d, got %q", MaxLimitsTop, vals[0])
+		}
+		top = n
+	}
+	return top, nil
+}
+
+func (a *API) limits(w http.ResponseWriter, r *http.Request) {
+	top, err := ParseLimitsQuery(r.URL.Query())
+	if err != nil {
+		a.fail(w, r, badRequest("INVALID_QUERY", err.Error()))
+		return
+	}
+	a.reply(w, r, http.StatusOK, limitsOf(a.eng.Limits(top)))
+}
+
 // UnregisteredScan is how many of the oldest waiting (idle) runs the
 // processes listing reads to find processes this engine does not have.
 // Their runs are never started here, so they stay among the oldest.

@@ -38,11 +38,41 @@ type Run struct {
 	StartedAt      *time.Time      `json:"startedAt,omitempty"`
 	CompletedAt    *time.Time      `json:"completedAt,omitempty"`
 	Version        string          `json:"version,omitempty"`
+	// Priority is the run's priority (yella.Priority,
+	// Process.Priority); absent when 0.
+	Priority int `json:"priority,omitempty"`
+	// RateLimit is the rate limit the run counts against and its key in
+	// it (Process.RateLimit); absent for none.
+	RateLimit *FlowKey `json:"rateLimit,omitempty"`
+	// KeyConcurrency is the per-key concurrency bound the run counts
+	// against and its key (Process.KeyConcurrency); absent for none.
+	KeyConcurrency *FlowKey `json:"keyConcurrency,omitempty"`
+	// Waiting says why an idle run the serving engine holds has not
+	// started ("slot", "retry", "process cap", "key concurrency", "rate
+	// limit"; yella.Run.Waiting), and WaitingUntil when a rate limit lets
+	// it start. Only the run detail has them.
+	Waiting      string     `json:"waiting,omitempty"`
+	WaitingUntil *time.Time `json:"waitingUntil,omitempty"`
 	// NoHandler is true when the engine serving the API has no process of
 	// this name: it leaves the run as it is, so an idle one waits until a
 	// process of that name is registered (here or in another engine on
 	// the same store).
 	NoHandler bool `json:"noHandler,omitempty"`
+}
+
+// FlowKey is a flow limit a run counts against and the run's key in it.
+// The key is always present: "" is one key like any other (the single key
+// of a limit without a key function).
+type FlowKey struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+}
+
+func flowKey(name, key string) *FlowKey {
+	if name == "" {
+		return nil
+	}
+	return &FlowKey{Name: name, Key: key}
 }
 
 func ts(t time.Time) *time.Time {
@@ -70,7 +100,9 @@ func (h handlers) runOf(r yella.Run) Run {
 		Depth: r.Depth, Status: r.Status, State: r.State(), Payload: r.Payload, Context: r.Context, Output: r.Output,
 		Error: r.Error, ErrorCode: string(r.ErrorCode), Then: r.Then, IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts,
 		Epoch: r.Epoch, RetryAt: ts(r.RetryAt), LeaseOwner: r.Owner, LeaseExpires: ts(r.LeaseExpires),
-		CreatedAt: r.CreatedAt.UTC(), StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), Version: r.Version}
+		CreatedAt: r.CreatedAt.UTC(), StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), Version: r.Version,
+		Priority: r.Priority, RateLimit: flowKey(r.RateLimit, r.RateKey), KeyConcurrency: flowKey(r.ConcurrencyLimit, r.ConcurrencyKey),
+		Waiting: r.Waiting, WaitingUntil: ts(r.WaitingUntil)}
 }
 
 // RunPage is GET /api/runs.
@@ -392,6 +424,12 @@ type Dispatcher struct {
 	Ready   int `json:"ready"`
 	Delayed int `json:"delayed"`
 	Running int `json:"running"`
+	// RateLimited and KeyLimited are the due runs held back by a rate
+	// limit or by their key's concurrency bound (GET /api/limits says
+	// which). With a shared store the store holds them back when it
+	// claims, and both stay 0.
+	RateLimited int `json:"rateLimited"`
+	KeyLimited  int `json:"keyLimited"`
 }
 
 func metricsOf(m yella.Metrics) Metrics {
@@ -402,7 +440,8 @@ func metricsOf(m yella.Metrics) Metrics {
 			ManualRetries: t.ManualRetries, Requeues: t.Requeues, DepthExceeded: t.DepthExceeded, LeaseReclaims: t.LeaseReclaims,
 			InternalErrors: t.InternalErrors, EffectsCompleted: t.EffectsCompleted, EffectsFailed: t.EffectsFailed,
 			EffectsReplayed: t.EffectsReplayed, EffectsResolved: t.EffectsResolved, Pruned: t.Pruned},
-		Dispatcher: Dispatcher{Slots: m.Dispatcher.Slots, Ready: m.Dispatcher.Ready, Delayed: m.Dispatcher.Delayed, Running: m.Dispatcher.Running}}
+		Dispatcher: Dispatcher{Slots: m.Dispatcher.Slots, Ready: m.Dispatcher.Ready, Delayed: m.Dispatcher.Delayed, Running: m.Dispatcher.Running,
+			RateLimited: m.Dispatcher.RateLimited, KeyLimited: m.Dispatcher.KeyLimited}}
 	for name, p := range m.Processes {
 		out.Processes[name] = ProcessCounters{Event: p.Event, Concurrency: p.Concurrency, QueueLimit: p.QueueLimit, InFlight: p.InFlight, Dropped: p.Dropped}
 	}
@@ -437,4 +476,82 @@ type Node struct {
 	// Running is how many runs it holds; ByProcess splits them by process.
 	Running   int64            `json:"running"`
 	ByProcess map[string]int64 `json:"byProcess,omitempty"`
+}
+
+// Limits is GET /api/limits: every flow limit the engine's processes
+// declare, each with the keys holding the most runs back (at most top=
+// of them, the most waiting first).
+type Limits struct {
+	// Local is true when the waiting keys are this engine's own view
+	// (SQLite, memory). On a shared store it is false, Note says why, and
+	// no key is listed: the store holds runs back when a node claims.
+	Local bool   `json:"local"`
+	Note  string `json:"note,omitempty"`
+	// Rate and Key are in name order; empty when no process declares one.
+	Rate []RateLimit `json:"rate"`
+	Key  []KeyLimit  `json:"key"`
+}
+
+// RateLimit is one rate limit: Limit starts per Per for each key, Burst
+// at once.
+type RateLimit struct {
+	Name  string `json:"name"`
+	Limit int    `json:"limit"`
+	// Per is the period as a Go duration ("1m0s"); PerMs the same in
+	// milliseconds.
+	Per       string   `json:"per"`
+	PerMs     float64  `json:"perMs"`
+	Burst     int      `json:"burst"`
+	Processes []string `json:"processes"`
+	// Waiting are the keys holding runs back, the most waiting first.
+	Waiting []RateKeyWait `json:"waiting"`
+}
+
+// RateKeyWait is a key of a rate limit with runs waiting for it.
+type RateKeyWait struct {
+	Key     string `json:"key"`
+	Waiting int    `json:"waiting"`
+	// Next is when the key next lets a run start (the engine's clock).
+	Next *time.Time `json:"next,omitempty"`
+}
+
+// KeyLimit is one per-key concurrency bound: at most Max runs of a key
+// run at once.
+type KeyLimit struct {
+	Name      string   `json:"name"`
+	Max       int      `json:"max"`
+	Processes []string `json:"processes"`
+	// Waiting are the keys at their bound with runs waiting, the most
+	// waiting first.
+	Waiting []ConcurrencyKeyWait `json:"waiting"`
+}
+
+// ConcurrencyKeyWait is a key at its concurrency bound with runs waiting.
+type ConcurrencyKeyWait struct {
+	Key     string `json:"key"`
+	Running int    `json:"running"`
+	Waiting int    `json:"waiting"`
+}
+
+func limitsOf(l yella.Limits) Limits {
+	out := Limits{Local: l.Local, Rate: []RateLimit{}, Key: []KeyLimit{}}
+	if !l.Local {
+		out.Note = SharedLimitsNote
+	}
+	for _, r := range l.Rate {
+		rl := RateLimit{Name: r.Name, Limit: r.Limit, Per: r.Per.String(), PerMs: ms(r.Per), Burst: r.Burst,
+			Processes: append([]string{}, r.Processes...), Waiting: []RateKeyWait{}}
+		for _, k := range r.Waiting {
+			rl.Waiting = append(rl.Waiting, RateKeyWait{Key: k.Key, Waiting: k.Waiting, Next: ts(k.Next)})
+		}
+		out.Rate = append(out.Rate, rl)
+	}
+	for _, k := range l.Key {
+		kl := KeyLimit{Name: k.Name, Max: k.Max, Processes: append([]string{}, k.Processes...), Waiting: []ConcurrencyKeyWait{}}
+		for _, w := range k.Waiting {
+			kl.Waiting = append(kl.Waiting, ConcurrencyKeyWait{Key: w.Key, Running: w.Running, Waiting: w.Waiting})
+		}
+		out.Key = append(out.Key, kl)
+	}
+	return out
 }

@@ -1,5 +1,6 @@
 // Package prommetrics exports an engine's metrics in the Prometheus format:
-// queue depth by status, in-flight attempts and drops by process, run and
+// queue depth by status, in-flight attempts and drops by process, the runs
+// held back by a rate limit or a per-key concurrency bound, run and
 // effect duration histograms by process and outcome, lifecycle counters,
 // the SQLite writer's commits (from which batch size and commit latency
 // follow), replication lag when replication is on, and on a shared store
@@ -155,7 +156,7 @@ var (
 	descQueue    = prometheus.NewDesc("yella_queue_runs", "Persisted runs by status: idle, running, completed, deferred, errored, dead-letter, fenced, cancelled.", []string{"status"}, nil)
 	descInFlight = prometheus.NewDesc("yella_inflight_runs", "Attempts executing in this engine, by process.", []string{"process"}, nil)
 	descCap      = prometheus.NewDesc("yella_process_concurrency_limit", "Per-process concurrency cap (0: none).", []string{"process"}, nil)
-	descSlots    = prometheus.NewDesc("yella_dispatcher_runs", "This engine's in-memory view: ready, delayed, running; and slots.", []string{"kind"}, nil)
+	descSlots    = prometheus.NewDesc("yella_dispatcher_runs", "This engine's in-memory view: ready, delayed, running, rate_limited (due, held back by a rate limit), key_limited (due, held back by their key's concurrency bound); and slots. With a shared store the store holds runs back when it claims, and both limited kinds stay 0.", []string{"kind"}, nil)
 	descCommits  = prometheus.NewDesc("yella_store_commits_total", "Store writer transactions committed.", nil, nil)
 	descCommands = prometheus.NewDesc("yella_store_commands_total", "State changes committed; divided by commits, the mean batch size.", nil, nil)
 	descBusy     = prometheus.NewDesc("yella_store_commit_seconds_total", "Time spent committing; divided by commits, the mean commit latency.", nil, nil)
@@ -230,7 +231,8 @@ func (s *scrape) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descCap, prometheus.GaugeValue, float64(p.Concurrency), name)
 		}
 		d := m.Dispatcher
-		for kind, n := range map[string]int{"ready": d.Ready, "delayed": d.Delayed, "running": d.Running, "slots": d.Slots} {
+		for kind, n := range map[string]int{"ready": d.Ready, "delayed": d.Delayed, "running": d.Running, "slots": d.Slots,
+			"rate_limited": d.RateLimited, "key_limited": d.KeyLimited} {
 			ch <- prometheus.MustNewConstMetric(descSlots, prometheus.GaugeValue, float64(n), kind)
 		}
 		s.nodes(ctx, ch)

@@ -14,7 +14,7 @@ import (
 //     admit, retry or reclaim, so the engine does not claim runs it
 //     indexed itself: it asks the store for the next claimable runs
 //     (ClaimNext), as many as it has free slots, and the store picks them
-//     atomically across nodes, oldest first, within the processes'
+//     atomically across nodes, in priority order, within the processes'
 //     running caps counted across every node.
 //   - Wake-ups. The engine claims again when it admits or frees something
 //     itself, when Watch reports that another node did (an admission, a
@@ -44,7 +44,7 @@ type Shared interface {
 	Join(ctx context.Context, owner string) (leave func(context.Context) error, err error)
 
 	// ClaimNext claims up to req.Limit idle runs of req.Processes that are
-	// due at req.Now, in Seq order, for req.Owner until req.LeaseUntil, as
+	// due at req.Now, in Rank order (then Seq), for req.Owner until req.LeaseUntil, as
 	// Claim does. Runs another node is claiming at the same moment are
 	// skipped, not waited for. A process with a cap in req.Processes never
 	// has more runs running than its cap, across every node.
@@ -87,6 +87,13 @@ type ClaimNextRequest struct {
 	// Processes maps every process the caller executes to its running cap
 	// across all nodes (0: no cap).
 	Processes map[string]int
+	// Flows maps the processes of Processes that have flow limits to them.
+	// Due runs are claimed in Rank order (then Seq); a run whose rate key
+	// does not allow a start now (its state kept with the runs' claims, as
+	// ClaimRequest.RateTATs keeps it) or whose concurrency key already has
+	// KeyConcurrency runs running, on any node, is skipped, and runs
+	// behind it are claimed.
+	Flows map[string]Flow
 	// Limit bounds the runs claimed (the caller's free slots).
 	Limit int
 }
@@ -98,8 +105,9 @@ type ClaimNextResult struct {
 	// More: idle runs of the requested processes are left (not due yet,
 	// held back by a cap, or beyond Limit).
 	More bool
-	// NextAt is the earliest retry time after Now of an idle run of the
-	// requested processes (zero: none is waiting for one). A store may
+	// NextAt is the earliest time after Now at which an idle run of the
+	// requested processes becomes due or its rate key allows a start
+	// (zero: none is waiting for a time). A store may
 	// leave it zero when it claimed Limit runs: the caller claims again.
 	NextAt time.Time
 }

@@ -232,6 +232,13 @@ type Run struct {
 	StartedAt   time.Time // start of the latest attempt
 	CompletedAt time.Time // when it became completed/deferred/errored/dead/fenced/cancelled
 	Version     string    // handler version of the latest attempt
+
+	// Flow control, fixed at admission (see Flow): the start order's
+	// priority, and the keys of the rate limit and the per-key concurrency
+	// limit the run counts against ("" for none).
+	Priority       int
+	RateKey        string
+	ConcurrencyKey string
 }
 
 // State returns the raw state of the run.
@@ -278,6 +285,11 @@ type NewRun struct {
 	// when it already has Limit active runs this one is dropped. 0 means no
 	// cap.
 	Limit int
+	// Priority, RateKey and ConcurrencyKey are the run's flow control
+	// (see Run).
+	Priority       int
+	RateKey        string
+	ConcurrencyKey string
 }
 
 // Admission creates the runs of one emission atomically.
@@ -294,6 +306,9 @@ type Admission struct {
 	Depth         int
 	Context       json.RawMessage
 	Now           time.Time
+	// NotBefore, when after Now, makes the admitted runs claimable no
+	// earlier than it (their RetryAt): a delayed or scheduled emission.
+	NotBefore time.Time
 }
 
 // AdmitResult says what an admission did, process by process.
@@ -314,6 +329,10 @@ type ClaimRequest struct {
 	Owner      string
 	Now        time.Time
 	LeaseUntil time.Time
+	// RateTATs, when set, holds for each of IDs the new theoretical arrival
+	// time of its rate key (Rate.Allow; zero for a run without one). It is
+	// stored with the claim, so that RateStates finds it after a restart.
+	RateTATs []time.Time
 }
 
 // Lease identifies one held run in a heartbeat.
@@ -403,11 +422,15 @@ type UpdateResult struct {
 
 // Pending is an idle run as the dispatcher needs it.
 type Pending struct {
-	ID            string
-	Seq           int64
-	Process       string
-	CorrelationID string
-	RetryAt       time.Time
+	ID             string
+	Seq            int64
+	Process        string
+	CorrelationID  string
+	RetryAt        time.Time
+	CreatedAt      time.Time
+	Priority       int
+	RateKey        string
+	ConcurrencyKey string
 }
 
 // Order of a run listing.
@@ -462,7 +485,9 @@ type PruneRequest struct {
 	// CompletedBefore prunes completed (not deferred) runs whose completion
 	// is older than this, with their timelines and effects, leaves first: a
 	// run with a remaining child is kept until its children are gone. A
-	// pruned run's idempotency key is kept (see Store.PruneKeys).
+	// pruned run's idempotency key is kept (see Store.PruneKeys). A rate
+	// key's state later than CompletedBefore survives (see RateStates): a
+	// run holding it is kept.
 	CompletedBefore time.Time
 	// ObservabilityBefore prunes rollups and error records older than this.
 	ObservabilityBefore time.Time
@@ -548,6 +573,11 @@ type Store interface {
 	Pending(ctx context.Context, after int64, limit int) ([]Pending, error)
 	// Counts returns the number of runs per status (every status present).
 	Counts(ctx context.Context) (map[Status]int64, error)
+	// RateStates returns, for every rate key whose latest theoretical
+	// arrival time stored with a claim (ClaimRequest.RateTATs) is after
+	// now, that time: the state a restarted engine's rate limits resume
+	// from.
+	RateStates(ctx context.Context, now time.Time) (map[string]time.Time, error)
 
 	// AddRollups adds counters and histograms to stored rollups.
 	AddRollups(ctx context.Context, rs []Rollup) error

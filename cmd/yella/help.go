@@ -78,6 +78,17 @@ joined, and the runs it holds, by process. A SQLite database is
 single-node: the command says so.
 
 ` + whereAbout},
+	"limits": {"limits [flags]", `Limits lists the flow limits the processes of a running engine declare:
+each rate limit (starts per period, burst) and each per-key concurrency
+bound (running runs per key), the processes that share it, and the keys
+holding runs back, the most waiting first (--top per limit): for a rate
+limit, the runs waiting and when the key next lets one start; for a
+concurrency bound, the runs running and waiting. On a shared store
+(PostgreSQL) the store holds runs back when a node claims, so no key is
+listed. Limits are declared in code, so the command asks a server: a
+database opened directly has no engine running its processes.
+
+` + whereAbout},
 	"restore": {"restore --from URL --to PATH [flags]", `Restore rebuilds a database from its replica (see serve --replicate). It
 refuses to overwrite an existing database unless --force is given, and
 refuses while an engine has the destination open.`},

@@ -29,6 +29,7 @@ func commands() map[string]command {
 		"resume":  {"release a deferred run's follow-up: resume ID [JSON payload]", resumeCmd},
 		"fenced":  {"resolve fenced runs in bulk (--retry or --complete JSON; a preview unless --apply)", fencedCmd},
 		"nodes":   {"list the engine processes sharing a PostgreSQL database and the runs each holds", nodesCmd},
+		"limits":  {"list the flow limits (rate limits, per-key concurrency) and the keys holding runs back", limitsCmd},
 		"bench":   {"run the benchmark suite (bench list, bench <scenario>, bench report)", benchCmd},
 		"report":  {"generate the benchmark charts and page from the reports", reportCmd},
 		"restore": {"restore a database from its replica: restore --from URL --to PATH", restoreCmd},

@@ -171,6 +171,15 @@ func printRun(w io.Writer, d httpapi.RunDetail) {
 	}
 	row("parent", r.ParentID)
 	row("idempotency key", r.IdempotencyKey)
+	if r.Priority != 0 {
+		row("priority", strconv.Itoa(r.Priority))
+	}
+	if k := r.RateLimit; k != nil {
+		row("rate limit", k.Name+", key "+showKey(k.Key))
+	}
+	if k := r.KeyConcurrency; k != nil {
+		row("key concurrency", k.Name+", key "+showKey(k.Key))
+	}
 	row("error", r.Error)
 	row("error code", r.ErrorCode)
 	row("then", r.Then)

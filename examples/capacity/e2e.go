@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -32,6 +34,8 @@ var e2eMeasurements = []measurement{
 	{"e2e-chain-batch", "2-stage chain, 10,000 roots, EmitBatch of 500, end to end, c50", "runs/s", "—", e2eRun("chain", "batch")},
 	{"floor-chain-single", "THE FLOOR: 2-stage chain, 10,000 roots, 8 concurrent single-row inserts, c50", "runs/s", "—", sqliteFloorRun("chain", "single")},
 	{"e2e-chain-single", "2-stage chain, 10,000 roots, 8 concurrent Emit callers, end to end, c50", "runs/s", "—", e2eRun("chain", "single")},
+	{"e2e-noop-rate-batch", "no-op as e2e-noop-batch, with a rate limit that never binds, 1,000 keys read from the payload", "runs/s", "—", e2eRun("noop-rate", "batch")},
+	{"e2e-noop-keys-batch", "no-op as e2e-noop-batch, with per-key concurrency (Max 1,000), 1,000 keys read from the payload", "runs/s", "—", e2eRun("noop-keys", "batch")},
 	{"floor-insert", "THE FLOOR: 10,000 sequential single-row durable inserts", "inserts/s", "—", func(c childConfig) (result, error) { return floorInsert(c.DB) }},
 	{"recovery-1k", "kill -9 with 1,000 running and 100,000 idle, restart: first resumed run and all 1,000 reclaimed, from Start", "ms", "—", nil},
 }
@@ -46,12 +50,35 @@ var floorFor = map[string]string{
 	"emit-seq": "floor-insert",
 }
 
+// baseFor names, for the flow-control figures, the figure without flow
+// control they are divided by (the limiter's cost), measured in the same
+// run.
+var baseFor = map[string]string{"e2e-noop-rate-batch": "e2e-noop-batch", "e2e-noop-keys-batch": "e2e-noop-batch"}
+
+// key1000 reads the payload's id, as a user's key would be read, and
+// spreads the runs over 1,000 keys.
+func key1000(k yella.KeyOf) string {
+	h := fnv.New32a()
+	h.Write([]byte(idKey(k)))
+	return strconv.Itoa(int(h.Sum32() % 1000))
+}
+
+var idKey = yella.KeyFromPayload("id")
+
 func init() { measurements = append(measurements, e2eMeasurements...) }
 
 // vsFloor is an engine figure as a fraction of its floor measured in the
 // same run: runs/s for the drains (higher is better), the p50 latency for
 // emits (floor p50 / engine p50, so 0.5 means twice the floor's latency).
 func vsFloor(name string, meds map[string]result) string {
+	if b := baseFor[name]; b != "" {
+		base, ok := meds[b]
+		r, ok2 := meds[name]
+		if !ok || !ok2 || base.PerSec == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.2f × %s", r.PerSec/base.PerSec, b)
+	}
 	f, ok := meds[floorFor[name]]
 	r, ok2 := meds[name]
 	if !ok || !ok2 {
@@ -110,6 +137,10 @@ func e2eRun(work, mode string) func(childConfig) (result, error) {
 			procs, event = []yella.Process{{Name: "effect", On: "cap:effect", Run: oneEffect}}, "cap:effect"
 		case "chain":
 			procs, event, roots, runs = chainProcs, "cap:a", nRoots, 2*nRoots
+		case "noop-rate":
+			procs[0].RateLimit = &yella.RateLimit{Limit: 1_000_000, Per: time.Second, Burst: 100_000, Key: key1000}
+		case "noop-keys":
+			procs[0].KeyConcurrency = &yella.KeyConcurrency{Max: 1000, Key: key1000}
 		}
 		e, err := newEngine(st, fleetConc, procs...)
 		if err != nil {

@@ -162,6 +162,10 @@ func main() {
 		}
 	}
 	for n := range selected {
+		if b := baseFor[n]; b != "" {
+			selected[b] = true // the limiter's cost is measured against the same run
+			n = b
+		}
 		if f := floorFor[n]; f != "" {
 			selected[f] = true // a ratio is only ever to a floor of the same run
 		}

@@ -2,10 +2,13 @@
 // in-memory index of the store's idle runs: loaded once at start, fed by
 // admissions, retries and repairs, so nothing polls the database.
 //
-// A Dispatcher owns the fleet's execution slots and each process's running
-// cap. Runs become eligible in creation order (Seq); a run whose process is
-// at its cap waits aside without blocking other processes; a run with a
-// future RetryAt waits on one clock timer for the earliest of them.
+// A Dispatcher owns the fleet's execution slots, each process's running
+// cap and its flow limits (see flow.go). Runs become eligible in rank
+// order (store.Rank: admission time moved earlier by priority), then
+// creation order (Seq); a run whose process is at its cap, whose
+// concurrency key is at its limit or whose rate key allows no start yet
+// waits aside without blocking other runs; a run with a future RetryAt
+// waits on one clock timer for the earliest of them.
 // There is no dispatcher goroutine: work is started from whichever goroutine
 // adds an item or finishes one, under the Dispatcher's lock.
 package dispatch
@@ -22,9 +25,20 @@ import (
 type Item struct {
 	ID          string
 	Seq         int64
+	Rank        int64 // start order (store.Rank); ties by Seq
 	Process     string
 	Correlation string
 	RetryAt     time.Time
+	// RateKey and ConcKey are the run's flow keys ("" for none); they
+	// apply when its process has a flow (SetFlow).
+	RateKey string
+	ConcKey string
+	// TAT is set when the item starts with a rate key: the key's new state
+	// (store.Rate.Allow), for the claim to store; Granted is the time the
+	// key granted the start, the time the claim records as its start, so
+	// the stored starts obey the limit exactly.
+	TAT     time.Time
+	Granted time.Time
 }
 
 // Config configures a Dispatcher.
@@ -43,8 +57,10 @@ type Config struct {
 
 // Stats is a snapshot of the dispatcher's queues.
 type Stats struct {
-	Ready     int            // eligible or waiting for a process slot
+	Ready     int            // eligible or waiting for a process slot or a flow limit
 	Delayed   int            // waiting for their RetryAt
+	RateWait  int            // waiting for their rate key to allow a start
+	KeyWait   int            // waiting for their concurrency key to have room
 	Running   int            // started and not yet Done
 	ByProcess map[string]int // started and not yet Done, per process
 }
@@ -52,9 +68,20 @@ type Stats struct {
 type entry struct {
 	Item
 	index   int // position in its current heap
-	delayed bool
+	where   place
 	removed bool
 }
+
+// place is where a waiting entry is.
+type place uint8
+
+const (
+	inReady place = iota
+	inDelayed
+	inProcess // parked: its process is at its cap
+	inKey     // parked: its concurrency key is at its limit
+	inRate    // parked: its rate key allows no start yet
+)
 
 // Dispatcher schedules items onto slots. It is safe for concurrent use.
 type Dispatcher struct {
@@ -64,7 +91,8 @@ type Dispatcher struct {
 	ready    seqHeap
 	delayed  timeHeap
 	parked   map[string]*seqHeap // per process, waiting for a process slot
-	byID     map[string]*entry   // ready, parked or delayed
+	flow     flowState
+	byID     map[string]*entry // ready, parked or delayed
 	limits   map[string]int
 	running  int
 	byProc   map[string]int
@@ -72,6 +100,8 @@ type Dispatcher struct {
 	idleW    []chan struct{} // closed when nothing waits or runs
 	runW     []chan struct{} // closed when nothing runs
 	nDelayed int
+	nKey     int // entries parked inKey
+	nRate    int // entries parked inRate
 	corrW    map[string][]chan struct{}
 	stopTmr  func() bool
 	tmrAt    time.Time
@@ -89,6 +119,7 @@ func New(cfg Config) *Dispatcher {
 		byProc: map[string]int{},
 		corr:   map[string]int{},
 		corrW:  map[string][]chan struct{}{},
+		flow:   newFlowState(),
 	}
 }
 
@@ -119,7 +150,7 @@ func (d *Dispatcher) Add(items ...Item) {
 		d.inactive++
 		d.corr[it.Correlation]++
 		if it.RetryAt.After(now) {
-			e.delayed = true
+			e.where = inDelayed
 			d.nDelayed++
 			heap.Push(&d.delayed, e)
 		} else {
@@ -140,8 +171,13 @@ func (d *Dispatcher) Remove(id string) bool {
 		return false
 	}
 	e.removed = true
-	if e.delayed {
+	switch e.where {
+	case inDelayed:
 		d.nDelayed--
+	case inKey:
+		d.nKey--
+	case inRate:
+		d.nRate--
 	}
 	delete(d.byID, id)
 	d.inactive--
@@ -163,6 +199,7 @@ func (d *Dispatcher) Done(it Item) {
 	}
 	d.releaseCorrLocked(it.Correlation)
 	d.unparkLocked(it.Process)
+	d.keyDoneLocked(it)
 	d.notifyIdleLocked()
 	d.fillLocked()
 	if d.cfg.Freed != nil {
@@ -240,8 +277,8 @@ func (d *Dispatcher) Running() int {
 func (d *Dispatcher) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := Stats{Delayed: d.nDelayed, Running: d.running, ByProcess: make(map[string]int, len(d.byProc))}
-	s.Ready = d.inactive - s.Delayed
+	s := Stats{Delayed: d.nDelayed, RateWait: d.nRate, KeyWait: d.nKey, Running: d.running, ByProcess: make(map[string]int, len(d.byProc))}
+	s.Ready = d.inactive - s.Delayed - s.RateWait - s.KeyWait
 	for p, n := range d.byProc {
 		s.ByProcess[p] = n
 	}
@@ -351,6 +388,7 @@ func (d *Dispatcher) unparkLocked(process string) {
 		if e.removed {
 			continue
 		}
+		e.where = inReady
 		heap.Push(&d.ready, e)
 		break
 	}
@@ -360,6 +398,7 @@ func (d *Dispatcher) unparkLocked(process string) {
 }
 
 func (d *Dispatcher) fillLocked() {
+	var now time.Time // read once, when a rate limit needs it
 	for !d.paused && d.running < d.cfg.Slots && d.ready.Len() > 0 {
 		e := heap.Pop(&d.ready).(*entry)
 		if e.removed {
@@ -371,14 +410,34 @@ func (d *Dispatcher) fillLocked() {
 				ph = &seqHeap{}
 				d.parked[e.Process] = ph
 			}
+			e.where = inProcess
 			heap.Push(ph, e)
 			continue
+		}
+		if d.keyFullLocked(e) {
+			continue
+		}
+		if e.RateKey != "" && d.flow.rated(e.Process) {
+			if now.IsZero() {
+				now = d.cfg.Clock.Now()
+			}
+			if !d.rateAllowLocked(e, now) {
+				continue
+			}
 		}
 		delete(d.byID, e.ID)
 		d.inactive--
 		d.running++
 		d.byProc[e.Process]++
+		d.keyStartLocked(e)
 		d.cfg.Start(e.Item)
+	}
+	if d.flow.rearm {
+		d.flow.rearm = false
+		if now.IsZero() {
+			now = d.cfg.Clock.Now()
+		}
+		d.timerLocked(now)
 	}
 }
 
@@ -395,14 +454,30 @@ func (d *Dispatcher) armLocked(now time.Time) {
 			break
 		}
 		heap.Pop(&d.delayed)
-		e.delayed = false
+		e.where = inReady
 		d.nDelayed--
 		heap.Push(&d.ready, e)
 	}
-	if d.delayed.Len() == 0 || d.paused {
+	d.rateWakeLocked(now)
+	d.timerLocked(now)
+}
+
+// timerLocked arms the timer for the earliest delayed item or rate key
+// wake-up.
+func (d *Dispatcher) timerLocked(now time.Time) {
+	if d.paused {
 		return
 	}
-	at := d.delayed[0].RetryAt
+	var at time.Time
+	if d.delayed.Len() > 0 {
+		at = d.delayed[0].RetryAt
+	}
+	if w, ok := d.flow.nextWake(); ok && (at.IsZero() || w.Before(at)) {
+		at = w
+	}
+	if at.IsZero() {
+		return
+	}
 	if d.stopTmr != nil {
 		if at.Equal(d.tmrAt) {
 			return
@@ -426,10 +501,15 @@ func (d *Dispatcher) fire() {
 
 type seqHeap []*entry
 
-func (h seqHeap) Len() int           { return len(h) }
-func (h seqHeap) Less(i, j int) bool { return h[i].Seq < h[j].Seq }
-func (h seqHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
-func (h *seqHeap) Push(x any)        { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
+func (h seqHeap) Len() int { return len(h) }
+func (h seqHeap) Less(i, j int) bool {
+	if h[i].Rank != h[j].Rank {
+		return h[i].Rank < h[j].Rank
+	}
+	return h[i].Seq < h[j].Seq
+}
+func (h seqHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i]; h[i].index = i; h[j].index = j }
+func (h *seqHeap) Push(x any)   { e := x.(*entry); e.index = len(*h); *h = append(*h, e) }
 func (h *seqHeap) Pop() any {
 	old := *h
 	e := old[len(old)-1]

@@ -38,6 +38,7 @@ type Store struct {
 	timeline  map[string][]store.TimelineEntry
 	effects   map[string]map[string]*store.Effect
 	rollups   map[rollupKey]*store.Rollup
+	rates     map[string]time.Time // rate key → latest theoretical arrival time claimed
 	errors    []store.ErrorRecord
 	errSeq    int64
 }
@@ -63,6 +64,7 @@ func New() *Store {
 		timeline: map[string][]store.TimelineEntry{},
 		effects:  map[string]map[string]*store.Effect{},
 		rollups:  map[rollupKey]*store.Rollup{},
+		rates:    map[string]time.Time{},
 	}
 }
 
@@ -172,6 +174,10 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 			CorrelationID: a.CorrelationID, ParentID: a.ParentID, Depth: a.Depth,
 			Payload: cloneRaw(a.Payload), Context: cloneRaw(a.Context),
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: a.Now,
+			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey,
+		}
+		if a.NotBefore.After(a.Now) {
+			r.RetryAt = a.NotBefore
 		}
 		if r.CorrelationID == "" {
 			r.CorrelationID = r.ID
@@ -238,10 +244,13 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	}
 	defer s.mu.Unlock()
 	var out []store.Run
-	for _, id := range req.IDs {
+	for i, id := range req.IDs {
 		r, ok := s.runs[id]
 		if !ok || r.Status != store.StatusIdle || r.RetryAt.After(req.Now) {
 			continue
+		}
+		if i < len(req.RateTATs) && r.RateKey != "" && req.RateTATs[i].After(s.rates[r.RateKey]) {
+			s.rates[r.RateKey] = req.RateTATs[i]
 		}
 		s.setStatus(r, store.StatusRunning)
 		r.Epoch++
@@ -585,7 +594,8 @@ func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pe
 			break
 		}
 		if s.runs[r.ID] == r && r.Status == store.StatusIdle {
-			out = append(out, store.Pending{ID: r.ID, Seq: r.Seq, Process: r.Process, CorrelationID: r.CorrelationID, RetryAt: r.RetryAt})
+			out = append(out, store.Pending{ID: r.ID, Seq: r.Seq, Process: r.Process, CorrelationID: r.CorrelationID, RetryAt: r.RetryAt,
+				CreatedAt: r.CreatedAt, Priority: r.Priority, RateKey: r.RateKey, ConcurrencyKey: r.ConcurrencyKey})
 		}
 	}
 	return out, nil
@@ -696,6 +706,21 @@ func (s *Store) Errors(ctx context.Context, from, to time.Time, limit int) ([]st
 	return out, nil
 }
 
+// RateStates implements store.Store.
+func (s *Store) RateStates(ctx context.Context, now time.Time) (map[string]time.Time, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := map[string]time.Time{}
+	for k, t := range s.rates {
+		if t.After(now) {
+			out[k] = t
+		}
+	}
+	return out, nil
+}
+
 // Prune implements store.Store.
 func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 	if err := s.lock(); err != nil {
@@ -714,6 +739,13 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 			}
 			s.deleteRun(r)
 			n++
+		}
+	}
+	if !p.CompletedBefore.IsZero() {
+		for k, t := range s.rates { // a state in the past limits nothing
+			if t.Before(p.CompletedBefore) {
+				delete(s.rates, k)
+			}
 		}
 	}
 	if !p.ObservabilityBefore.IsZero() {

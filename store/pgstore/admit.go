@@ -171,19 +171,25 @@ func (s *Store) lockProcesses(ctx context.Context, q pgx.Tx, procs []string, kin
 
 // insertRuns inserts the admitted runs in one statement. A run whose key a
 // concurrent admission took meanwhile is returned as existing.
+//
+// A delayed admission (Admission.NotBefore) stores its time as the runs'
+// retry_at: they are due then, like a retry.
 func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, admit []store.NewRun, res store.AdmitResult,
 	moved func(from, to store.Status)) (store.AdmitResult, error) {
 	ids := make([]string, len(admit))
 	procs := make([]string, len(admit))
+	prios := make([]*int32, len(admit))
+	rateKeys, concKeys := make([]*string, len(admit)), make([]*string, len(admit))
 	for i, nr := range admit {
 		ids[i], procs[i] = nr.ID, nr.Process
+		prios[i], rateKeys[i], concKeys[i] = nullInt(nr.Priority), nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey)
 	}
 	var corr *string
 	if a.CorrelationID != "" {
 		corr = &a.CorrelationID
 	}
 	rows, err := q.Query(ctx, s.q.insRuns, ids, procs, a.Event, corr, nullStr(a.ParentID), a.Depth,
-		blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano())
+		blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(), prios, rateKeys, concKeys, notBefore(a))
 	if err != nil {
 		return res, err
 	}
@@ -217,6 +223,7 @@ func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, ad
 			ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: c, ParentID: a.ParentID,
 			Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
+			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
 		})
 	}
 	if len(lost) > 0 { // admitted meanwhile by another transaction
@@ -233,4 +240,14 @@ func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, ad
 		}
 	}
 	return res, nil
+}
+
+// notBefore is a delayed admission's start time in Unix nanoseconds, nil
+// when its runs are due at once.
+func notBefore(a *store.Admission) *int64 {
+	if !a.NotBefore.After(a.Now) {
+		return nil
+	}
+	ns := a.NotBefore.UnixNano()
+	return &ns
 }

@@ -2,12 +2,14 @@ package pgstore_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/pgstore"
 )
 
@@ -125,4 +127,68 @@ func emitConcurrently(b *testing.B, eng *yella.Engine, n, emitters int) {
 		}()
 	}
 	wg.Wait()
+}
+
+// BenchmarkClaimNextFlow: one claim of one run, at the store, with a
+// backlog of 10,000 idle runs in front of it: of a process without flow
+// limits (plain: the backlog is claimable, the claim takes its first run),
+// and of a concurrency key at its limit, which the flow claim passes over
+// to claim a later run of another key (busy-key). Reports claims per
+// second (the run's admission and completion are outside the timer):
+//
+//	go test -run '^$' -bench ClaimNextFlow -benchtime 500x ./store/pgstore
+func BenchmarkClaimNextFlow(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		flow map[string]store.Flow
+	}{
+		{"plain", nil},
+		{"busy-key", map[string]store.Flow{"p": {KeyConcurrency: 1}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ctx := context.Background()
+			st := openIn(b, b.TempDir(), pgstore.Options{})
+			now := time.Now()
+			admitKeyed := func(key string, n int) {
+				runs := make([]store.NewRun, n)
+				for i := range runs {
+					runs[i] = store.NewRun{ID: newID("r"), Process: "p", ConcurrencyKey: key}
+				}
+				if _, err := st.Admit(ctx, store.Admission{Event: "ev", Runs: runs, Now: now}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			req := store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Hour), Processes: map[string]int{"p": 0}, Flows: c.flow, Limit: 1}
+			admitKeyed("a", 1)
+			if res, err := st.ClaimNext(ctx, req); err != nil || len(res.Runs) != 1 {
+				b.Fatalf("first claim: %v", err)
+			}
+			for range 10 {
+				admitKeyed("a", 1000)
+			}
+			if _, err := st.Pool().Exec(ctx, "ANALYZE "+st.Schema()+".runs"); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for i := range b.N {
+				b.StopTimer()
+				admitKeyed(fmt.Sprint("b", i), 1)
+				req.Now = req.Now.Add(time.Millisecond)
+				b.StartTimer()
+				res, err := st.ClaimNext(ctx, req)
+				b.StopTimer()
+				if err != nil || len(res.Runs) != 1 {
+					b.Fatalf("claim: %v, %d runs", err, len(res.Runs))
+				}
+				if c.flow != nil {
+					r := res.Runs[0]
+					if _, err := st.Update(ctx, store.Update{RunID: r.ID, Epoch: r.Epoch, Action: store.ActionComplete, Now: req.Now}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
+		})
+	}
 }

@@ -3,32 +3,39 @@ package pgstore
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/yella-go/yella/store"
 )
 
-// ClaimNext implements store.Shared: the oldest due idle runs, claimed
-// with FOR UPDATE SKIP LOCKED so that nodes claiming at once never wait on
-// each other's rows. A process with a running cap is claimed under its
-// claim lock (a transaction-scoped advisory lock of its own), after
-// counting its running runs across every node, so the cap is exact: a
-// node claiming the same process waits for the lock and then counts the
-// runs this one claimed. Uncapped processes take no lock: their claim is
-// sent in one pipeline with the batch's attempt ends (see tryBatch).
+// ClaimNext implements store.Shared: the due idle runs in rank order,
+// claimed with FOR UPDATE SKIP LOCKED so that nodes claiming at once
+// never wait on each other's rows. A process with a running cap is
+// claimed under its claim lock (a transaction-scoped advisory lock of its
+// own), after counting its running runs across every node, so the cap is
+// exact: a node claiming the same process waits for the lock and then
+// counts the runs this one claimed. A process with flow limits is claimed
+// under the locks of its runs' keys in the same way (claimFlows).
+// Processes with neither take no lock: their claim is sent in one
+// pipeline with the batch's attempt ends (see tryBatch).
 func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (store.ClaimNextResult, error) {
-	var all, free, capped []string
+	var all, free, capped, flowed []string
 	for p, c := range req.Processes {
 		all = append(all, p)
 		if c > 0 {
 			capped = append(capped, p)
-		} else {
+		}
+		if limited(req.Flows[p]) {
+			flowed = append(flowed, p)
+		} else if c <= 0 {
 			free = append(free, p)
 		}
 	}
 	sort.Strings(capped)
-	if len(all) > 0 && len(capped) == 0 && req.Limit > 0 {
+	sort.Strings(flowed)
+	if len(all) > 0 && len(capped) == 0 && len(flowed) == 0 && req.Limit > 0 {
 		c := &claimCmd{req: req, all: all}
 		err := s.do(ctx, &cmd{claim: c})
 		return c.res, err
@@ -44,17 +51,34 @@ func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 			w.queueClaim(b, &req, procs, n, &res)
 			return w.tx.SendBatch(w.ctx, b).Close()
 		}
-		if len(capped) > 0 && req.Limit > 0 {
-			running, err := s.lockRunning(w, capped)
-			if err != nil {
-				return err
+		var flowNext time.Time
+		if req.Limit > 0 {
+			running := map[string]int{}
+			if len(capped) > 0 {
+				var err error
+				if running, err = s.lockRunning(w, capped); err != nil {
+					return err
+				}
 			}
 			for _, p := range capped {
 				room := min(req.Processes[p]-running[p], req.Limit-len(res.Runs))
-				if room > 0 {
+				if room > 0 && !limited(req.Flows[p]) {
 					if err := claim([]string{p}, room); err != nil {
 						return err
 					}
+				}
+			}
+			if len(flowed) > 0 && req.Limit > len(res.Runs) {
+				rooms := make(map[string]int, len(flowed))
+				for _, p := range flowed {
+					rooms[p] = req.Limit // no cap: the limit bounds it
+					if c := req.Processes[p]; c > 0 {
+						rooms[p] = max(c-running[p], 0)
+					}
+				}
+				var err error
+				if flowNext, err = w.claimFlows(&req, flowed, rooms, &res); err != nil {
+					return err
 				}
 			}
 		}
@@ -63,7 +87,13 @@ func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 				return err
 			}
 		}
-		return w.claimed(&req, all, &res)
+		if err := w.claimed(&req, all, &res); err != nil {
+			return err
+		}
+		if !flowNext.IsZero() && len(res.Runs) < req.Limit && (res.NextAt.IsZero() || flowNext.Before(res.NextAt)) {
+			res.NextAt = flowNext
+		}
+		return nil
 	})
 	return res, err
 }
@@ -111,7 +141,13 @@ func (w *wtx) queueClaim(b *pgx.Batch, req *store.ClaimNextRequest, procs []stri
 // whether runs are left (a full claim may leave some: the caller claims
 // again) or when the next delayed one is due.
 func (w *wtx) claimed(req *store.ClaimNextRequest, all []string, res *store.ClaimNextResult) error {
-	sort.Slice(res.Runs, func(i, j int) bool { return res.Runs[i].Seq < res.Runs[j].Seq })
+	sort.Slice(res.Runs, func(i, j int) bool {
+		a, b := &res.Runs[i], &res.Runs[j]
+		if ra, rb := store.Rank(a.CreatedAt, a.Priority), store.Rank(b.CreatedAt, b.Priority); ra != rb {
+			return ra < rb
+		}
+		return a.Seq < b.Seq
+	})
 	if len(res.Runs) == req.Limit {
 		res.More = true
 		return nil

@@ -81,3 +81,29 @@ func explain(t *testing.T, tx pgx.Tx, sql string, args ...any) string {
 	}
 	return strings.Join(plan, "\n")
 }
+
+// TestFlowClaimReadsIdleRunsInOrder: the candidates of a claim with flow
+// limits are read the same way, from runs_idle in rank order, stopping at
+// the limit, and the runs' ranks are the index's key.
+func TestFlowClaimReadsIdleRunsInOrder(t *testing.T) {
+	ctx := context.Background()
+	s := planStore(t, "flowplan")
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.q.schema+`.runs (id, process, event, status, created_at, rate_key, conc_key)
+		SELECT 'r' || g, 'p', 'e', 'idle', g, 'k' || (g % 10), 'c' || (g % 7) FROM generate_series(1, 20000) g`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, set := range append(writerPlan, claimPlan...) {
+		if _, err := tx.Exec(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	text := explain(t, tx, s.q.flowCands, int64(1), "p", []string{"c1"}, []string{"k2"}, []int64{5}, 30)
+	if strings.Contains(text, "Sort") || strings.Contains(text, "Bitmap Heap Scan on runs runs") || !strings.Contains(text, "Index Scan using runs_idle") {
+		t.Errorf("the flow claim does not read runs_idle in order:\n%s", text)
+	}
+}

@@ -215,10 +215,11 @@ func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pe
 	for rows.Next() {
 		var p store.Pending
 		var retry *int64
-		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry); err != nil {
+		var created int64
+		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry, &created, &p.Priority, &p.RateKey, &p.ConcurrencyKey); err != nil {
 			return nil, err
 		}
-		p.RetryAt = fromNS(retry)
+		p.RetryAt, p.CreatedAt = fromNS(retry), time.Unix(0, created)
 		out = append(out, p)
 	}
 	return out, rows.Err()
@@ -487,4 +488,22 @@ func (s *Store) PruneKeys(ctx context.Context, before time.Time, limit int) (int
 		return err
 	})
 	return int(n), err
+}
+
+// RateStates implements store.Store: per rate key, the largest
+// theoretical arrival time its runs' claims kept (rate_tat) that is after
+// now (runs_rate_tat holds only runs claimed under a rate key).
+func (s *Store) RateStates(ctx context.Context, now time.Time) (map[string]time.Time, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, s.q.selRates, now.UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]time.Time{}
+	var k string
+	var tat int64
+	_, err = pgx.ForEachRow(rows, []any{&k, &tat}, func() error { out[k] = time.Unix(0, tat); return nil })
+	return out, err
 }

@@ -35,6 +35,7 @@ func TestRunIDsMigrated(t *testing.T) {
 	}
 	// Back to version 2 as it was written: no run_ids, ids unique on runs.
 	sch := s.Schema()
+	downgradeFlow(t, s)
 	for _, q := range []string{
 		"DROP TABLE " + sch + ".run_ids",
 		"ALTER TABLE " + sch + ".runs ADD CONSTRAINT runs_id_key UNIQUE (id)",

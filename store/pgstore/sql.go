@@ -19,13 +19,23 @@ const (
 	runColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]sstatus, %[1]spayload, %[1]scontext, %[1]soutput, %[1]serror, %[1]serror_code, %[1]sthen_event, %[1]sidem_key,
 	%[1]sattempts, %[1]sepoch, %[1]sretry_at, %[1]slease_owner, %[1]slease_expires,
-	%[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl`
+	%[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT
 	claimColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
-	%[1]spayload, %[1]scontext, %[1]sattempts, %[1]sepoch`
+	%[1]spayload, %[1]scontext, %[1]sattempts, %[1]sepoch, %[1]screated_at` + flowColsT
 	updColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]sstatus, %[1]soutput, %[1]serror, %[1]serror_code, %[1]sthen_event, %[1]sidem_key, %[1]sattempts, %[1]sepoch,
-	%[1]sretry_at, %[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl`
+	%[1]sretry_at, %[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT
+	// flowColsT are a run's flow control, fixed at admission: its
+	// priority (NULL for 0) and its keys (NULL for none).
+	flowColsT = `, coalesce(%[1]spriority, 0) AS priority, coalesce(%[1]srate_key, '') AS rate_key, coalesce(%[1]sconc_key, '') AS conc_key`
 )
+
+// rankExpr is a run's rank (store.Rank) computed from its row: the
+// admission time moved earlier by store.PriorityStep (one minute, in
+// nanoseconds) per level of priority. It is the key of the runs_idle
+// index (migration 0004), which claims read in order: every statement
+// ordering idle runs by rank must spell it exactly so.
+const rankExpr = `(created_at - coalesce(priority, 0)::bigint * 60000000000)`
 
 var (
 	runCols, runColsR = fmt.Sprintf(runColsT, ""), fmt.Sprintf(runColsT, "r.")
@@ -55,26 +65,30 @@ const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts
 type queries struct {
 	schema string // the quoted schema name
 
-	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts string
-	claimIDs, claimNext, claimMore                                                             string
-	selForUpdate, update, finishMany, insTL, insTL2                                            string
-	effStartMany, effFinishMany, effClear, effDone, setCtx, heartbeat                          string
-	addCounts, idsExist, insRollup, insError                                                   string
-	selRun, selChain, selTimeline, selRunTL, selEffects, selPending                            string
-	selCounts, selAbandoned, selRollups, selErrors                                             string
-	prune, pruneRollups, pruneErrors, pruneKeys, compactRollups                                string
-	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                           string
-	nodeList, nodeHeld                                                                         string
-	notify                                                                                     string
+	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts  string
+	claimIDs, claimNext, claimMore                                                              string
+	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates string
+	lockKeys, tryLockKeys                                                                       string
+	selForUpdate, update, finishMany, insTL, insTL2                                             string
+	effStartMany, effFinishMany, effClear, effDone, setCtx, heartbeat                           string
+	addCounts, idsExist, insRollup, insError                                                    string
+	selRun, selChain, selTimeline, selRunTL, selEffects, selPending                             string
+	selCounts, selAbandoned, selRollups, selErrors                                              string
+	prune, pruneRollups, pruneErrors, pruneKeys, compactRollups                                 string
+	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                            string
+	nodeList, nodeHeld                                                                          string
+	notify                                                                                      string
 }
 
 func newQueries(schema string) queries {
 	q := queries{schema: schema}
 	s := func(sql string) string { return strings.ReplaceAll(sql, "$S.", schema+".") }
 	q.insRuns = s(`WITH r AS (
-			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at)
-			SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10
-			FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS i(id, process, ord) ORDER BY i.ord
+			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
+				priority, rate_key, conc_key, retry_at)
+			SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10, i.priority, i.rate_key, i.conc_key, $14::bigint
+			FROM unnest($1::text[], $2::text[], $11::int[], $12::text[], $13::text[]) WITH ORDINALITY AS i(id, process, priority, rate_key, conc_key, ord)
+			ORDER BY i.ord
 			ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING
 			RETURNING seq, id),
 		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
@@ -82,10 +96,13 @@ func newQueries(schema string) queries {
 	// The follow-up runs of a batch's attempt ends (no idempotency key, no
 	// bound): one row each, in order.
 	q.insChildren = s(`WITH r AS (
-			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at)
-			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[])
-				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, ord) ORDER BY i.ord
+			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at,
+				priority, rate_key, conc_key, retry_at)
+			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created, i.priority, i.rate_key, i.conc_key, i.retry_at
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[],
+				$10::int[], $11::text[], $12::text[], $13::bigint[])
+				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at, ord)
+			ORDER BY i.ord
 			RETURNING seq, id),
 		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
 		SELECT seq, id FROM r`)
@@ -93,14 +110,21 @@ func newQueries(schema string) queries {
 	q.selKept = s(`SELECT process, run_id, created_at FROM $S.pruned_keys WHERE event = $1 AND key = $2 AND process = ANY($3)`)
 	q.parentExists = s(`SELECT EXISTS (SELECT 1 FROM $S.run_ids WHERE id = $1)`)
 	q.lockKey = `SELECT pg_advisory_xact_lock($1)`
+	// The locks of several keys ($1), taken in the array's order; or only
+	// tried, returning the keys another transaction holds.
+	q.lockKeys = `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) WITH ORDINALITY AS l(k, ord) ORDER BY ord`
+	q.tryLockKeys = `SELECT k FROM unnest($1::bigint[]) AS l(k) WHERE NOT pg_try_advisory_xact_lock(k)`
 	q.activeCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status IN ('idle', 'running') AND process = ANY($1) GROUP BY process`)
 	q.runningCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status = 'running' AND process = ANY($1) GROUP BY process`)
 
-	q.claimIDs = s(`UPDATE $S.runs r SET ` + claimSet + `
-		FROM unnest($4::text[]) WITH ORDINALITY AS i(id, ord) JOIN $S.run_ids m ON m.id = i.id
+	// A claim by id keeps the rate key's new theoretical arrival time
+	// ($5, per id; NULL for none) on the run, if it has a rate key.
+	q.claimIDs = s(`UPDATE $S.runs r SET ` + claimSet + `,
+			rate_tat = CASE WHEN r.rate_key IS NULL THEN r.rate_tat ELSE coalesce(i.tat, r.rate_tat) END
+		FROM unnest($4::text[], $5::bigint[]) WITH ORDINALITY AS i(id, tat, ord) JOIN $S.run_ids m ON m.id = i.id
 		WHERE r.seq = m.seq AND r.status = 'idle' AND (r.retry_at IS NULL OR r.retry_at <= $3)
 		RETURNING i.ord, ` + claimColsR)
-	// The oldest due idle runs of the given processes, skipping those
+	// The first due idle runs of the given processes in rank order, skipping those
 	// another transaction is claiming: no node waits for another's rows.
 	// The runs are picked into an array, which the update reads by primary
 	// key: a join would let the statement's generic plan (its LIMIT is a
@@ -113,10 +137,38 @@ func newQueries(schema string) queries {
 	q.claimNext = s(`UPDATE $S.runs r SET ` + claimSet + `
 		WHERE r.seq = ANY(ARRAY(
 			SELECT seq FROM $S.runs WHERE status = 'idle' AND (retry_at IS NULL OR retry_at <= $3) AND process = ANY($4)
-			ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED))
+			ORDER BY ` + rankExpr + `, seq LIMIT $5 FOR UPDATE SKIP LOCKED))
 		RETURNING 0::bigint, ` + claimColsR)
 	q.claimMore = s(`SELECT EXISTS (SELECT 1 FROM $S.runs WHERE status = 'idle' AND process = ANY($1)),
 		(SELECT min(retry_at) FROM $S.runs WHERE status = 'idle' AND retry_at > $2 AND process = ANY($1))`)
+
+	// Flow control (see claimFlows). The keys' states: running runs per
+	// concurrency key (runs_conc), and per rate key the largest
+	// theoretical arrival time after now, $1 (runs_rate_tat); of every key,
+	// or of the keys given.
+	q.flowConcAll = s(`SELECT conc_key, count(*) FROM $S.runs WHERE status = 'running' AND conc_key IS NOT NULL GROUP BY conc_key`)
+	q.flowRatesAll = s(`SELECT rate_key, max(rate_tat) FROM $S.runs WHERE rate_tat > $1 AND rate_key IS NOT NULL GROUP BY rate_key`)
+	q.flowConc = s(`SELECT conc_key, count(*) FROM $S.runs WHERE status = 'running' AND conc_key = ANY($1) GROUP BY conc_key`)
+	q.flowRates = s(`SELECT rate_key, max(rate_tat) FROM $S.runs WHERE rate_tat > $1 AND rate_key = ANY($2) GROUP BY rate_key`)
+	q.selRates = q.flowRatesAll
+	// Up to $6 due idle runs of process $2 in rank order, but those of
+	// the keys that are full ($3: concurrency keys, $4: rate keys) and
+	// those already looked at ($5), locked; rows another node is claiming
+	// are skipped.
+	q.flowCands = s(`SELECT seq, created_at, coalesce(priority, 0), coalesce(rate_key, ''), coalesce(conc_key, '') FROM $S.runs
+		WHERE status = 'idle' AND (retry_at IS NULL OR retry_at <= $1) AND process = $2
+			AND (conc_key IS NULL OR conc_key <> ALL($3)) AND (rate_key IS NULL OR rate_key <> ALL($4)) AND seq <> ALL($5)
+		ORDER BY ` + rankExpr + `, seq LIMIT $6 FOR UPDATE SKIP LOCKED`)
+	// The claim of the runs picked ($4, locked by this transaction), each
+	// with its rate key's new theoretical arrival time ($5; NULL for none).
+	q.flowClaim = s(`UPDATE $S.runs r SET ` + claimSet + `, rate_tat = coalesce(i.tat, r.rate_tat)
+		FROM unnest($4::bigint[], $5::bigint[]) AS i(seq, tat)
+		WHERE r.seq = ANY($4) AND r.seq = i.seq AND r.status = 'idle'
+		RETURNING 0::bigint, ` + claimColsR)
+	// The earliest of the times ($2) at which rate keys ($1) allow a
+	// start, among the keys an idle run of the processes ($3) waits for.
+	q.flowWaiting = s(`SELECT min(k.at) FROM unnest($1::text[], $2::bigint[]) AS k(key, at)
+		WHERE EXISTS (SELECT 1 FROM $S.runs WHERE status = 'idle' AND rate_key = k.key AND process = ANY($3))`)
 
 	// The run to update, locked, and whether its lease owner is a node
 	// whose heartbeat is older than the timeout ($2 seconds) on the
@@ -216,7 +268,7 @@ func newQueries(schema string) queries {
 	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, completed_at, error, error_code, tl FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1)`)
 	q.selEffects = s(`SELECT e.key, e.status, e.epoch, e.output, e.error, e.started_at, e.completed_at
 		FROM $S.effects e WHERE e.run_seq = (SELECT seq FROM $S.run_ids WHERE id = $1) ORDER BY e.key`)
-	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM $S.runs
+	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at` + fmt.Sprintf(flowColsT, "") + ` FROM $S.runs
 		WHERE status = 'idle' AND seq > $1 ORDER BY seq LIMIT $2`)
 	q.selCounts = s(`SELECT status, sum(n)::bigint FROM $S.counts GROUP BY status`)
 	// Abandoned runs: those of a node whose heartbeat is older than the
@@ -234,9 +286,11 @@ func newQueries(schema string) queries {
 		WHERE at >= $1 AND at <= $2 ORDER BY at DESC, id DESC LIMIT $3`)
 
 	// One bounded batch of retention, leaves first: a run with a child
-	// left is kept. The keys of the deleted runs are kept with them.
+	// left is kept. The keys of the deleted runs are kept with them. A run
+	// whose rate_tat is not before the cut is kept too: it may hold its
+	// rate key's state (RateStates), which must outlive its run.
 	q.prune = s(`WITH v AS (
-			SELECT seq FROM $S.runs r WHERE status = 'completed' AND completed_at < $1
+			SELECT seq FROM $S.runs r WHERE status = 'completed' AND completed_at < $1 AND (rate_tat IS NULL OR rate_tat < $1)
 			AND NOT EXISTS (SELECT 1 FROM $S.runs c WHERE c.parent_id = r.id)
 			ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
 		k AS (
@@ -300,7 +354,8 @@ func scanRun(sc scanner, extra ...any) (store.Run, int, error) {
 	var tl int
 	dest := []any{&r.Seq, &r.ID, &r.Process, &r.Event, &corr, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), (*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem,
-		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl}
+		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl,
+		&r.Priority, &r.RateKey, &r.ConcurrencyKey}
 	if err := sc.Scan(append(dest, extra...)...); err != nil {
 		return r, 0, err
 	}
@@ -316,9 +371,10 @@ func scanRun(sc scanner, extra ...any) (store.Run, int, error) {
 func scanClaimed(sc scanner, owner string, now, until time.Time) (ord int64, r store.Run, err error) {
 	r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
 	var parent *string
+	var created int64
 	err = sc.Scan(&ord, &r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth,
-		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &r.Attempts, &r.Epoch)
-	r.ParentID = str(parent)
+		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &r.Attempts, &r.Epoch, &created, &r.Priority, &r.RateKey, &r.ConcurrencyKey)
+	r.ParentID, r.CreatedAt = str(parent), time.Unix(0, created)
 	return ord, r, err
 }
 
@@ -333,7 +389,7 @@ func scanUpdated(sc scanner, lead ...any) (store.Run, int, error) {
 	var tl int
 	dest := append(lead, &r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem, &r.Attempts, &r.Epoch, &retry,
-		&created, &started, &completed, &r.Version, &tl)
+		&created, &started, &completed, &r.Version, &tl, &r.Priority, &r.RateKey, &r.ConcurrencyKey)
 	err := sc.Scan(dest...)
 	r.Status = store.Status(status)
 	r.ParentID, r.IdempotencyKey = str(parent), str(idem)
@@ -370,6 +426,15 @@ func blob(b json.RawMessage) []byte {
 		return nil
 	}
 	return []byte(b)
+}
+
+// nullInt stores an int, 0 as NULL.
+func nullInt(v int) *int32 {
+	if v == 0 {
+		return nil
+	}
+	i := int32(v)
+	return &i
 }
 
 func nullStr(s string) *string {

@@ -111,6 +111,9 @@ func (w *wtx) update(u *store.Update, rule *store.Rule) (store.UpdateResult, err
 		return store.UpdateResult{}, err
 	}
 	w.moved(cur.Status, r.Status)
+	if cur.Status == store.StatusRunning {
+		w.freedKey(&r)
+	}
 	if err := w.writeEffects(rule.Effects, &r, u); err != nil {
 		return store.UpdateResult{}, err
 	}
@@ -204,6 +207,7 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 			cs[i].fin.res.Run = r
 			done[i] = true
 			w.moved(store.StatusRunning, r.Status)
+			w.freedKey(&r)
 		}
 		return rows.Err()
 	})
@@ -224,6 +228,9 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 	var depths []int32
 	var payloads, contexts [][]byte
 	var created []int64
+	var prios []*int32
+	var rateKeys, concKeys []*string
+	var retryAts []*int64
 	for i, c := range cs {
 		a := c.fin.u.Children
 		if !done[i] || a == nil {
@@ -237,12 +244,15 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 			ids, procs, events, parents = append(ids, nr.ID), append(procs, nr.Process), append(events, a.Event), append(parents, nullStr(a.ParentID))
 			corrs, depths = append(corrs, corr), append(depths, int32(a.Depth))
 			payloads, contexts, created = append(payloads, blob(a.Payload)), append(contexts, blob(a.Context)), append(created, a.Now.UnixNano())
+			prios, rateKeys, concKeys = append(prios, nullInt(nr.Priority)), append(rateKeys, nullStr(nr.RateKey)), append(concKeys, nullStr(nr.ConcurrencyKey))
+			retryAts = append(retryAts, notBefore(a))
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := w.tx.Query(w.ctx, w.s.q.insChildren, ids, procs, events, corrs, parents, depths, payloads, contexts, created)
+	rows, err := w.tx.Query(w.ctx, w.s.q.insChildren, ids, procs, events, corrs, parents, depths, payloads, contexts, created,
+		prios, rateKeys, concKeys, retryAts)
 	if err != nil {
 		return err
 	}
@@ -278,6 +288,7 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 			c.fin.res.Children.Admitted = append(c.fin.res.Children.Admitted, store.Run{
 				ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
 				Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context, CreatedAt: time.Unix(0, a.Now.UnixNano()),
+				Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
 			})
 		}
 	}
@@ -330,7 +341,13 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	var out []store.Run
 	err := s.run(ctx, func(w *wtx) error {
 		out = out[:0]
-		rows, err := w.tx.Query(w.ctx, s.q.claimIDs, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), req.IDs)
+		tats := make([]*int64, len(req.IDs))
+		for i := range tats {
+			if i < len(req.RateTATs) {
+				tats[i] = ns(req.RateTATs[i])
+			}
+		}
+		rows, err := w.tx.Query(w.ctx, s.q.claimIDs, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), req.IDs, tats)
 		if err != nil {
 			return err
 		}

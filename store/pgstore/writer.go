@@ -54,6 +54,15 @@ func (w *wtx) moved(from, to store.Status) {
 	}
 }
 
+// freedKey records that r, a run with a concurrency key, stopped
+// running: a run of its key that another node held back may be claimable
+// now, so the nodes are woken as for a new run.
+func (w *wtx) freedKey(r *store.Run) {
+	if r.ConcurrencyKey != "" && r.Status != store.StatusRunning {
+		w.ready = true
+	}
+}
+
 // do queues a command and waits for its batch to commit. Only the
 // queueing respects ctx: once queued, a write completes, so a caller that
 // gives up never leaves a committed change it did not hear about.

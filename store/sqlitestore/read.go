@@ -324,11 +324,36 @@ func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pe
 	for rows.Next() {
 		var p store.Pending
 		var retry sql.NullInt64
-		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry); err != nil {
+		var created int64
+		var rateKey, concKey sql.NullString
+		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry, &created, &p.Priority, &rateKey, &concKey); err != nil {
 			return nil, err
 		}
-		p.RetryAt = fromNull(retry)
+		p.RetryAt, p.CreatedAt = fromNull(retry), time.Unix(0, created)
+		p.RateKey, p.ConcurrencyKey = rateKey.String, concKey.String
 		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// RateStates implements store.Store.
+func (s *Store) RateStates(ctx context.Context, now time.Time) (map[string]time.Time, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	rows, err := s.st.selRates.QueryContext(ctx, now.UnixNano())
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]time.Time{}
+	for rows.Next() {
+		var k string
+		var tat int64
+		if err := rows.Scan(&k, &tat); err != nil {
+			return nil, err
+		}
+		out[k] = time.Unix(0, tat)
 	}
 	return out, rows.Err()
 }

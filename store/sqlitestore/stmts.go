@@ -12,7 +12,7 @@ import (
 
 const runCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, payload, context, output,
 	error, error_code, then_event, idem_key, attempts, epoch, retry_at, lease_owner, lease_expires,
-	created_at, started_at, completed_at, version, tl`
+	created_at, started_at, completed_at, version, tl, priority, rate_key, conc_key`
 
 // claimCols are the columns a claim returns: the ones the claim does not
 // set itself.
@@ -28,7 +28,8 @@ var claimCols = fmt.Sprintf(`seq, id, process, event, coalesce(correlation_id, i
 // updCols are the columns an update returns: all but the payload and
 // context, which an update never changes (store.UpdateResult).
 const updCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, output,
-	error, error_code, then_event, idem_key, attempts, epoch, retry_at, created_at, started_at, completed_at, version, tl`
+	error, error_code, then_event, idem_key, attempts, epoch, retry_at, created_at, started_at, completed_at, version, tl,
+	priority, rate_key, conc_key`
 
 // setCols is the SET list of every transition, the field writes of its rule
 // of the transition table (see setArgs): ?1 status, ?2 error, ?3 code,
@@ -52,14 +53,14 @@ type stmts struct {
 	setCtx, heartbeat, effStart, effFinish, effClear, effDone                      *sql.Stmt
 	insRollup, insError                                                            *sql.Stmt
 	// readers
-	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning *sql.Stmt
-	rselIdem, rselKept                                                                   *sql.Stmt
+	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning, selRates *sql.Stmt
+	rselIdem, rselKept                                                                             *sql.Stmt
 }
 
 func (s *stmts) all() []*sql.Stmt {
 	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
 		s.setCtx, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.insRollup, s.insError,
-		s.selRun, s.selEffects, s.selTimeline, s.selData, s.selRunTL, s.selChain, s.selPending, s.selRunning,
+		s.selRun, s.selEffects, s.selTimeline, s.selData, s.selRunTL, s.selChain, s.selPending, s.selRunning, s.selRates,
 		s.rselIdem, s.rselKept}
 }
 
@@ -91,8 +92,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		}()
 		s.begin, s.commit, s.rollback = w("BEGIN IMMEDIATE"), w("COMMIT"), w("ROLLBACK")
 		s.st = stmts{
-			insRun: w(`INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?)`),
+			insRun: w(`INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
+				priority, rate_key, conc_key, retry_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
 				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?4, ?7, ?8, ?9)`),
@@ -101,7 +103,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			seqOf:   w(`SELECT seq FROM runs WHERE id = ?`),
 			selRunW: w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			claim: w(`UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = ?, lease_expires = ?,
-				started_at = ?, retry_at = NULL, output = NULL
+				started_at = ?, retry_at = NULL, output = NULL, rate_tat = coalesce(?, rate_tat)
 				WHERE id = ? AND status = 'idle' AND (retry_at IS NULL OR retry_at <= ?) RETURNING ` + claimCols),
 			finish:    w(`UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols),
 			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
@@ -127,8 +129,10 @@ func (s *Store) prepare(ctx context.Context) error {
 			selRunTL:    r(`SELECT seq, status, attempts, created_at, started_at, tl FROM runs WHERE id = ?`),
 			// A root's correlation id is stored as NULL (it is its own id):
 			// id = ?1 alone would also match a child named by its own id.
-			selChain:   r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR (id = ?1 AND correlation_id IS NULL) ORDER BY depth, seq`),
-			selPending: r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at FROM runs WHERE status = 'idle' AND seq > ? ORDER BY seq LIMIT ?`),
+			selChain: r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR (id = ?1 AND correlation_id IS NULL) ORDER BY depth, seq`),
+			selPending: r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key
+				FROM runs WHERE status = 'idle' AND seq > ? ORDER BY seq LIMIT ?`),
+			selRates:   r(`SELECT rate_key, max(rate_tat) FROM runs WHERE rate_tat > ? GROUP BY rate_key`),
 			selRunning: r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
 			rselIdem:   r(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
 			rselKept:   r(`SELECT run_id, created_at FROM pruned_keys WHERE event = ? AND key = ? AND process = ?`),
@@ -149,19 +153,21 @@ type scanner interface{ Scan(...any) error }
 // scanRun reads one row of runCols.
 func scanRun(sc scanner) (store.Run, int, error) {
 	var r store.Run
-	var parent, idem, owner sql.NullString
+	var parent, idem, owner, rateKey, concKey sql.NullString
 	var retry, expires, started, completed sql.NullInt64
 	var status string
 	var created int64
 	var tl int
 	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), (*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem,
-		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl)
+		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl,
+		&r.Priority, &rateKey, &concKey)
 	if err != nil {
 		return r, 0, err
 	}
 	r.Status = store.Status(status)
 	r.ParentID, r.IdempotencyKey, r.LeaseOwner = parent.String, idem.String, owner.String
+	r.RateKey, r.ConcurrencyKey = rateKey.String, concKey.String
 	r.RetryAt, r.LeaseExpires = fromNull(retry), fromNull(expires)
 	r.CreatedAt, r.StartedAt, r.CompletedAt = time.Unix(0, created), fromNull(started), fromNull(completed)
 	return r, tl, nil
@@ -181,16 +187,17 @@ func scanClaimed(sc scanner, owner string, now, until time.Time) (r store.Run, l
 // scanUpdated reads one row of updCols.
 func scanUpdated(sc scanner) (store.Run, int, error) {
 	var r store.Run
-	var parent, idem sql.NullString
+	var parent, idem, rateKey, concKey sql.NullString
 	var retry, started, completed sql.NullInt64
 	var status string
 	var created int64
 	var tl int
 	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem, &r.Attempts, &r.Epoch, &retry,
-		&created, &started, &completed, &r.Version, &tl)
+		&created, &started, &completed, &r.Version, &tl, &r.Priority, &rateKey, &concKey)
 	r.Status = store.Status(status)
 	r.ParentID, r.IdempotencyKey = parent.String, idem.String
+	r.RateKey, r.ConcurrencyKey = rateKey.String, concKey.String
 	r.RetryAt, r.CreatedAt, r.StartedAt, r.CompletedAt = fromNull(retry), time.Unix(0, created), fromNull(started), fromNull(completed)
 	return r, tl, err
 }

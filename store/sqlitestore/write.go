@@ -84,7 +84,20 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 	return p, nil
 }
 
+// notBeforeOf is a delayed admission's retry time as a read would return
+// it (nanoseconds, no monotonic reading); zero stays zero.
+func notBeforeOf(t time.Time) time.Time {
+	if t.IsZero() {
+		return t
+	}
+	return time.Unix(0, t.UnixNano())
+}
+
 func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
+	var notBefore time.Time
+	if a.NotBefore.After(a.Now) {
+		notBefore = a.NotBefore
+	}
 	for _, nr := range p.admit {
 		corr := a.CorrelationID
 		if corr == "" {
@@ -97,7 +110,8 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 		w.seq++ // the writer is the only one to create runs: no RETURNING needed
 		seq := w.seq
 		if _, err := w.exec(w.s.st.insRun, seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
-			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano()); err != nil {
+			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(),
+			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore)); err != nil {
 			return err
 		}
 		w.moved(nr.Process, "", store.StatusIdle)
@@ -105,6 +119,7 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 			ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
 			Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
+			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: notBeforeOf(notBefore),
 		})
 	}
 	return nil
@@ -130,9 +145,13 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	var large []int // indexes of out whose data is read from the read pool
 	err := s.do(ctx, func(w *wtx) error {
 		out, large = out[:0], large[:0]
-		for _, id := range req.IDs {
+		for i, id := range req.IDs {
+			var tat any
+			if i < len(req.RateTATs) {
+				tat = ns(req.RateTATs[i])
+			}
 			// The running timeline entry stays implicit until the attempt ends.
-			r, big, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), id, req.Now.UnixNano()),
+			r, big, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, id, req.Now.UnixNano()),
 				req.Owner, req.Now, req.LeaseUntil)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
@@ -460,9 +479,9 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 		n = 0
 		if !p.CompletedBefore.IsZero() {
 			rows, err := w.s.conn.QueryContext(w.ctx, `SELECT seq, process FROM runs r
-				WHERE status = 'completed' AND completed_at < ?
+				WHERE status = 'completed' AND completed_at < ?1 AND (rate_tat IS NULL OR rate_tat < ?1)
 				AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_id = r.id)
-				ORDER BY completed_at LIMIT ?`, p.CompletedBefore.UnixNano(), p.Limit)
+				ORDER BY completed_at LIMIT ?2`, p.CompletedBefore.UnixNano(), p.Limit)
 			if err != nil {
 				return err
 			}

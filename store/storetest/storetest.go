@@ -59,6 +59,7 @@ var suite = []func() []Case{
 	listingCases,    // cases_listing.go: listings filtered on several statuses
 	keyCases,        // cases_keys.go: idempotency keys kept after pruning
 	transitionCases, // cases_transitions.go: every status × every operation
+	flowCases,       // cases_flow.go: flow control and delayed runs
 	guaranteeCases,  // cases_guarantees.go: store-level reliability guarantees
 	batchCases,      // cases_batch.go: several admissions in one transaction
 	// The run lifecycle's transition-table cases go here.

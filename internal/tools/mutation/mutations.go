@@ -202,6 +202,79 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Retry/RetryDelayLengthensBackoff")},
 	},
 	{
+		Name:      "rate-limit-ignored",
+		Guarantee: "a rate key starts at most Burst runs at once, then one per Per/Limit",
+		Edits: []Edit{{
+			File: "internal/dispatch/flow.go",
+			Old:  "ok, next, _ := r.Allow(f.tats[e.RateKey], now)",
+			New:  "ok, next, _ := r.Allow(time.Time{}, now)",
+		}},
+		Tests: []Test{memConf("Flow/RateLimitExactPerPeriod"), memConf("Flow/RateLimitBurst"), {Pkg: "./internal/dispatch", Run: "^TestRateLimitNeverExceeded$"}},
+	},
+	{
+		Name:      "rate-state-not-resumed",
+		Guarantee: "a restarted engine resumes each rate key's state from the store: no new burst",
+		Edits: []Edit{{
+			File: "engine.go",
+			Old:  "\t\te.disp.LoadRates(tats)",
+			New:  "\t\t_ = tats",
+		}},
+		Tests: []Test{sqlConf("Flow/RateLimitAcrossRestart"), Test{Pkg: ".", Run: "^TestCrashFlowLimits$", Timeout: 5 * time.Minute}.full()},
+	},
+	{
+		Name:      "key-concurrency-ignored",
+		Guarantee: "at most Max runs run at once per concurrency key",
+		Edits: []Edit{{
+			File: "internal/dispatch/flow.go",
+			Old:  "if d.flow.keyRun[e.ConcKey] < lim {",
+			New:  "if d.flow.keyRun[e.ConcKey] < lim+1 {",
+		}},
+		Tests: []Test{memConf("Flow/KeyConcurrencyFair"), {Pkg: "./internal/dispatch", Run: "^TestKeyConcurrencyFair$"}, Test{Pkg: ".", Run: "^TestCrashFlowLimits$", Timeout: 5 * time.Minute}.full()},
+	},
+	{
+		Name:      "key-blocks-others",
+		Guarantee: "a key at its concurrency bound does not hold back the runs of other keys",
+		// Runs of a full key stay in the ready queue, blocking what is
+		// behind them, instead of waiting aside.
+		Edits: []Edit{{
+			File: "internal/dispatch/dispatch.go",
+			Old:  "\t\tif d.keyFullLocked(e) {\n\t\t\tcontinue\n\t\t}",
+			New:  "\t\tif d.keyFullLocked(e) {\n\t\t\tpop(d.flow.keyPark, e.ConcKey)\n\t\t\td.nKey--\n\t\t\te.where = inReady\n\t\t\theap.Push(&d.ready, e)\n\t\t\tbreak\n\t\t}",
+		}},
+		Tests: []Test{memConf("Flow/KeyConcurrencyFair"), {Pkg: "./internal/dispatch", Run: "^TestKeyConcurrencyFair$"}},
+	},
+	{
+		Name:      "priority-ignored",
+		Guarantee: "a run of higher priority starts before waiting runs of lower priority, and aging bounds how long a lower one waits",
+		Edits: []Edit{{
+			File: "store/flow.go",
+			Old:  "return at - int64(priority)*int64(PriorityStep)",
+			New:  "return at",
+		}},
+		Tests: []Test{memConf("Flow/PriorityOvertakesBacklog")},
+	},
+	{
+		Name:      "priority-starves",
+		Guarantee: "a run of lower priority is not overtaken by runs emitted more than the difference in priority minutes after it (aging)",
+		// Strict priority: a higher level always goes first.
+		Edits: []Edit{{
+			File: "store/flow.go",
+			Old:  "return at - int64(priority)*int64(PriorityStep)",
+			New:  "return at/1e12 - int64(priority)*int64(PriorityStep)",
+		}},
+		Tests: []Test{memConf("Flow/PriorityOvertakesBacklog")},
+	},
+	{
+		Name:      "delay-ignored",
+		Guarantee: "a delayed emission's runs start no earlier than their time, across restarts",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "\tif a.NotBefore.After(a.Now) {\n\t\tnotBefore = a.NotBefore",
+			New:  "\tif false {\n\t\tnotBefore = a.NotBefore",
+		}},
+		Tests: []Test{sqlConf("Wait/DelayedEmit"), sqlConf("Wait/DelayedEmitAcrossRestart"), sqlConf("Wait/ThenAfter")},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{
