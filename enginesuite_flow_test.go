@@ -165,6 +165,37 @@ func flowCases() []Case {
 			clk.Advance(time.Minute)
 			s.settle(h, "a minute later", 3)
 		}},
+		Case{Name: "Flow/RateHoldBacksOffKey", Note: "new: a run told to slow down (a 429) holds its rate key: no run of that key starts before the time given, on any node, then one per interval; other keys are not held", Fn: func(h *H) {
+			clk := h.Fake()
+			var s starts
+			t0 := clk.Now()
+			e := h.Started(yella.Config{Concurrency: 10}, yella.Process{Name: "call", On: "ev",
+				RateLimit: &yella.RateLimit{Name: "api", Limit: 100, Per: time.Second, Burst: 10, Key: yella.KeyFromPayload("tenant")},
+				Run: func(c *yella.Ctx) yella.Result {
+					s.add(h, c)
+					var in map[string]string
+					_ = c.Decode(&in)
+					if in["hold"] != "" {
+						c.RateLimiter().HoldUntil("", t0.Add(time.Minute))      // as a connector does on a 429
+						if err := c.HoldRate(t0.Add(time.Second)); err != nil { // a shorter hold shortens nothing
+							h.Errorf("hold: %v", err)
+						}
+					}
+					return c.OK(nil)
+				}})
+			first := h.One(e, "ev", map[string]string{"tenant": "a", "hold": "yes"})
+			h.WaitStatus(first, store.StatusCompleted)
+			h.One(e, "ev", tenant("a"))
+			h.One(e, "ev", tenant("a"))
+			h.One(e, "ev", tenant("b"))
+			s.settle(h, "the other key at once", 2)
+			clk.Advance(time.Minute - time.Millisecond)
+			s.settle(h, "the held key not before the hold ends", 2)
+			clk.Advance(time.Millisecond)
+			s.settle(h, "one start of the held key at the end of the hold", 3)
+			clk.Advance(10 * time.Millisecond)
+			s.settle(h, "then one per interval: the burst refills as usual", 4)
+		}},
 		Case{Name: "Flow/KeyConcurrencyFair", Note: "new: at most Max running runs per key; a key with 10,000 queued runs does not delay another key's run", Fn: func(h *H) {
 			var s starts
 			release := make(chan struct{})

@@ -318,3 +318,48 @@ func (e *Engine) Limits(top int) Limits {
 	}
 	return out
 }
+
+// HoldRate holds back the run's rate key (Process.RateLimit) until until:
+// no run with that key starts before it, here or, with a shared store, on
+// any node, and the hold is stored, so it survives a restart. Use it when
+// a downstream says to slow down (an HTTP 429 with Retry-After); the
+// run's own retry is delayed by returning the error (RetryDelay). When
+// the hold ends the key starts one run, then one per interval, its burst
+// refilling as it does after a burst. A hold never shortens an earlier
+// one. It does nothing for a run without a
+// rate limit; it fails when the attempt no longer owns the run.
+func (c *Ctx) HoldRate(until time.Time) error {
+	a := c.a
+	p := a.proc
+	key := a.item.RateKey // a claim need not return the run's keys (store.Store.Claim)
+	if p == nil || p.rateName == "" || key == "" {
+		return nil
+	}
+	// The key's state at which its next start is allowed exactly at until.
+	tat := until.Add(time.Duration(p.flow.Rate.Burst-1) * p.flow.Rate.Interval)
+	if err := a.e.store.HoldRate(a.e.io, a.run.ID, a.run.Epoch, tat); err != nil {
+		return a.writeErr("hold rate", err)
+	}
+	if a.e.node == nil {
+		a.e.disp.HoldRate(key, tat)
+	}
+	return nil
+}
+
+// RateLimiter returns the run's rate limit as a connector's limiter
+// (connector.Limiter: HoldUntil(key, until)), so that a connector that
+// hears "slow down" from its downstream holds back the run's rate key:
+// httpx.Limiter(c.RateLimiter(), ""). The key argument is ignored: the
+// key held is the run's own.
+func (c *Ctx) RateLimiter() RunRateLimiter { return RunRateLimiter{c: c} }
+
+// RunRateLimiter holds back the rate key of one run (Ctx.RateLimiter).
+type RunRateLimiter struct{ c *Ctx }
+
+// HoldUntil holds the run's rate key until until (Ctx.HoldRate); a
+// failure is logged, the hold being advice.
+func (l RunRateLimiter) HoldUntil(_ string, until time.Time) {
+	if err := l.c.HoldRate(until); err != nil {
+		l.c.a.e.log.Warn("rate limit hold not stored", "run", l.c.a.run.ID, "err", err)
+	}
+}

@@ -532,6 +532,12 @@ type Store interface {
 	// epoch, else ErrFenced.
 	SetContext(ctx context.Context, runID string, epoch int64, context json.RawMessage) error
 
+	// HoldRate raises the stored state of the rate key of a run running at
+	// epoch (else ErrFenced) to at least tat, as a claim's RateTATs does:
+	// a downstream asked its callers to slow down, and the key's later
+	// claims (RateStates, and a shared store's ClaimNext) must wait.
+	HoldRate(ctx context.Context, runID string, epoch int64, tat time.Time) error
+
 	// Heartbeat extends to until the lease of every run owner holds and
 	// returns those leases, in no particular order.
 	Heartbeat(ctx context.Context, owner string, now, until time.Time) ([]Lease, error)

@@ -82,6 +82,16 @@ func (d *Dispatcher) LoadRates(tats map[string]time.Time) {
 	}
 }
 
+// HoldRate raises a rate key's state to at least tat: the key starts
+// nothing before tat less its burst tolerance (store.Rate.Allow).
+func (d *Dispatcher) HoldRate(key string, tat time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if tat.After(d.flow.tats[key]) {
+		d.flow.tats[key] = tat
+	}
+}
+
 // RateState returns the state of a rate key (zero: it allows a burst).
 func (d *Dispatcher) RateState(key string) time.Time {
 	d.mu.Lock()

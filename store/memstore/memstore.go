@@ -706,6 +706,22 @@ func (s *Store) Errors(ctx context.Context, from, to time.Time, limit int) ([]st
 	return out, nil
 }
 
+// HoldRate implements store.Store.
+func (s *Store) HoldRate(ctx context.Context, runID string, epoch int64, tat time.Time) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	r, err := s.liveRun(runID, epoch)
+	if err != nil {
+		return err
+	}
+	if r.RateKey != "" && tat.After(s.rates[r.RateKey]) {
+		s.rates[r.RateKey] = tat
+	}
+	return nil
+}
+
 // RateStates implements store.Store.
 func (s *Store) RateStates(ctx context.Context, now time.Time) (map[string]time.Time, error) {
 	if err := s.lock(); err != nil {

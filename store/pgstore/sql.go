@@ -70,7 +70,7 @@ type queries struct {
 	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates string
 	lockKeys, tryLockKeys                                                                       string
 	selForUpdate, update, finishMany, insTL, insTL2                                             string
-	effStartMany, effFinishMany, effClear, effDone, setCtx, heartbeat                           string
+	effStartMany, effFinishMany, effClear, effDone, setCtx, holdRate, heartbeat                 string
 	addCounts, idsExist, insRollup, insError                                                    string
 	selRun, selChain, selTimeline, selRunTL, selEffects, selPending                             string
 	selCounts, selAbandoned, selRollups, selErrors                                              string
@@ -252,6 +252,8 @@ func newQueries(schema string) queries {
 		VALUES ($1, $2, 'completed', $3, $4, '', $5, $5)
 		ON CONFLICT (run_seq, key) DO UPDATE SET status = 'completed', output = excluded.output, error = '', completed_at = excluded.completed_at`)
 	q.setCtx = s(`UPDATE $S.runs SET context = $1 WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $2) AND status = 'running' AND epoch = $3`)
+	q.holdRate = s(`UPDATE $S.runs SET rate_tat = greatest(rate_tat, $1) WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $2)
+		AND status = 'running' AND epoch = $3`)
 	q.heartbeat = s(`UPDATE $S.runs SET lease_expires = $1 WHERE status = 'running' AND lease_owner = $2 RETURNING id, epoch`)
 	q.addCounts = s(`INSERT INTO $S.counts (shard, status, n) SELECT $1, st, d FROM unnest($2::text[], $3::bigint[]) AS c(st, d)
 		ON CONFLICT (shard, status) DO UPDATE SET n = $S.counts.n + excluded.n`)

@@ -392,6 +392,24 @@ func (s *Store) SetContext(ctx context.Context, runID string, epoch int64, c jso
 	})
 }
 
+// HoldRate implements store.Store.
+func (s *Store) HoldRate(ctx context.Context, runID string, epoch int64, tat time.Time) error {
+	return s.run(ctx, func(w *wtx) error {
+		tag, err := w.tx.Exec(w.ctx, s.q.holdRate, tat.UnixNano(), runID, epoch)
+		if err != nil || tag.RowsAffected() > 0 {
+			return err
+		}
+		var ok bool
+		if err := w.tx.QueryRow(w.ctx, s.q.parentExists, runID).Scan(&ok); err != nil {
+			return err
+		}
+		if !ok {
+			return store.ErrNotFound
+		}
+		return store.ErrFenced
+	})
+}
+
 // Heartbeat implements store.Store.
 func (s *Store) Heartbeat(ctx context.Context, owner string, now, until time.Time) ([]store.Lease, error) {
 	var out []store.Lease

@@ -50,7 +50,7 @@ const setCols = `status = ?1, error = ?2, error_code = ?3, lease_owner = NULL, l
 type stmts struct {
 	// writer
 	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, update *sql.Stmt
-	setCtx, heartbeat, effStart, effFinish, effClear, effDone                      *sql.Stmt
+	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone            *sql.Stmt
 	insRollup, insError                                                            *sql.Stmt
 	// readers
 	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning, selRates *sql.Stmt
@@ -59,7 +59,7 @@ type stmts struct {
 
 func (s *stmts) all() []*sql.Stmt {
 	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
-		s.setCtx, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.insRollup, s.insError,
+		s.setCtx, s.holdRate, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.insRollup, s.insError,
 		s.selRun, s.selEffects, s.selTimeline, s.selData, s.selRunTL, s.selChain, s.selPending, s.selRunning, s.selRates,
 		s.rselIdem, s.rselKept}
 }
@@ -108,6 +108,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			finish:    w(`UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols),
 			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
 			setCtx:    w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
+			holdRate:  w(`UPDATE runs SET rate_tat = max(coalesce(rate_tat, 0), ?1) WHERE id = ?2 AND status = 'running' AND epoch = ?3`),
 			heartbeat: w(`UPDATE runs SET lease_expires = ? WHERE status = 'running' AND lease_owner = ? RETURNING id, epoch`),
 			effStart: w(`INSERT INTO effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 				SELECT seq, ?, 'started', epoch, NULL, '', ?, NULL FROM runs WHERE id = ? AND status = 'running' AND epoch = ?

@@ -372,6 +372,17 @@ func (s *Store) SetContext(ctx context.Context, runID string, epoch int64, c jso
 	})
 }
 
+// HoldRate implements store.Store.
+func (s *Store) HoldRate(ctx context.Context, runID string, epoch int64, tat time.Time) error {
+	return s.do(ctx, func(w *wtx) error {
+		res, err := w.exec(w.s.st.holdRate, tat.UnixNano(), runID, epoch)
+		if err != nil {
+			return err
+		}
+		return w.fencedOr404(res, runID)
+	})
+}
+
 // fencedOr404 turns "no row changed" into ErrNotFound or ErrFenced.
 func (w *wtx) fencedOr404(res sql.Result, runID string) error {
 	if n, err := res.RowsAffected(); err != nil || n > 0 {

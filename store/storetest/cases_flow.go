@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"time"
 
 	"github.com/yella-go/yella/store"
@@ -67,6 +68,21 @@ func flowCases() []Case {
 			}
 			got, _ = h.St.RateStates(h.Ctx(), now)
 			expect(h, "kept through retention", got["k"].Equal(now.Add(3*time.Hour)), true)
+		}},
+		Case{Name: "Store/Flow/HoldRate", Fn: func(h *H) {
+			now := h.Now()
+			id := newID()
+			if _, err := h.St.Admit(h.Ctx(), store.Admission{Event: "e", Now: now, Runs: []store.NewRun{{ID: id, Process: "p", RateKey: "k"}}}); err != nil {
+				h.Fatal(err)
+			}
+			r := h.Claim(id, "o", time.Minute)
+			expect(h, "hold", h.St.HoldRate(h.Ctx(), id, r.Epoch, now.Add(time.Hour)), nil)
+			expect(h, "an earlier hold", h.St.HoldRate(h.Ctx(), id, r.Epoch, now.Add(time.Minute)), nil)
+			got, err := h.St.RateStates(h.Ctx(), now)
+			expect(h, "rate states", err, nil)
+			expect(h, "held", got["k"].Equal(now.Add(time.Hour)), true)
+			expect(h, "stale epoch fenced", errors.Is(h.St.HoldRate(h.Ctx(), id, r.Epoch-1, now.Add(2*time.Hour)), store.ErrFenced), true)
+			expect(h, "unknown run", errors.Is(h.St.HoldRate(h.Ctx(), newID(), 1, now), store.ErrNotFound), true)
 		}},
 	}
 }

@@ -212,6 +212,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Flow/RateLimitExactPerPeriod"), memConf("Flow/RateLimitBurst"), {Pkg: "./internal/dispatch", Run: "^TestRateLimitNeverExceeded$"}},
 	},
 	{
+		Name:      "rate-hold-ignored",
+		Guarantee: "a run told to slow down holds its whole rate key until the time given",
+		Edits: []Edit{{
+			File: "internal/dispatch/flow.go",
+			Old:  "\tif tat.After(d.flow.tats[key]) {\n\t\td.flow.tats[key] = tat\n\t}\n}",
+			New:  "\tif tat.After(d.flow.tats[key]) {\n\t\t_ = tat\n\t}\n}",
+		}},
+		Tests: []Test{memConf("Flow/RateHoldBacksOffKey"), sqlConf("Flow/RateHoldBacksOffKey")},
+	},
+	{
 		Name:      "rate-state-not-resumed",
 		Guarantee: "a restarted engine resumes each rate key's state from the store: no new burst",
 		Edits: []Edit{{
@@ -527,6 +537,17 @@ var pgMutations = []Mutation{
 			New:  "const implicitEnd = `tl >= 3 AND status = 'completed'",
 		}},
 		Tests: []Test{pgTest("TestImplicitCompletionTimeline")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-flow-keys-not-locked",
+		Guarantee: "PostgreSQL: rate limits and per-key concurrency are exact across nodes claiming at once",
+		Edits: []Edit{{
+			File: "store/pgstore/flow.go",
+			Old:  "\tif wait {\n\t\tb.Queue(q.lockKeys, ids)",
+			New:  "\tif wait {\n\t\tb.Queue(\"SELECT 1\")",
+		}},
+		Tests: []Test{pgTest("TestFlowRateExactWhileHeld"), pgTest("TestFlowKeyConcurrencyExactWhileHeld")},
 		Needs: pgURL,
 	},
 	{
