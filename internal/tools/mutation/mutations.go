@@ -292,7 +292,7 @@ var coreMutations = []Mutation{
 			Old:  "[]EmitOption{IdempotencyKey(TickKey(sc.Name, t))}",
 			New:  "nil",
 		}},
-		Tests: []Test{memConf("Cron/OneRunPerTickAcrossEngines"), sqlConf("Cron/MissedTickPolicy")},
+		Tests: []Test{memConf("Cron/OneRunPerTickAcrossEngines"), sqlConf("Cron/MissedTickPolicy"), Test{Pkg: ".", Run: "^TestCrashCronTicks$", Timeout: 5 * time.Minute}.full()},
 	},
 	{
 		Name:      "cap-running-off-by-one",
