@@ -223,6 +223,12 @@ func (e *Engine) fireSchedule(sc *schedule, id int) {
 	sc.mu.Lock()
 	due := sc.next
 	sc.mu.Unlock()
+	if now.Before(due) {
+		// Woken before the tick by the wall clock (it was set back): wait
+		// for the tick itself, not the one after it.
+		e.armSchedule(sc, due.Add(-time.Nanosecond))
+		return
+	}
 	if t, ok := latestTick(sc.spec, due, now, sc.Location); ok {
 		var ee *Error
 		if err := e.emitTick(sc, t); errors.As(err, &ee) && ee.Code == CodeUnavailable {
@@ -230,7 +236,7 @@ func (e *Engine) fireSchedule(sc *schedule, id int) {
 			return
 		}
 	}
-	e.armSchedule(sc, later(now, due))
+	e.armSchedule(sc, now)
 }
 
 // retrySchedule tries a tick again a second later, while the store fails,
