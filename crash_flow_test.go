@@ -137,9 +137,17 @@ type flowChild struct {
 // ends (it failed early) is killed.
 func spawnFlowChild(t *testing.T, cfg flowCrashConfig) *flowChild {
 	t.Helper()
+	return spawnChild(t, "TestCrashFlowLimits", flowCrashEnv, cfg)
+}
+
+// spawnChild starts the test binary as a child running test with env set
+// to cfg as JSON; the child prints "first" and "drained" lines as
+// flowCrashChild does.
+func spawnChild(t *testing.T, test, env string, cfg any) *flowChild {
+	t.Helper()
 	raw, _ := json.Marshal(cfg)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashFlowLimits$")
-	cmd.Env = append(os.Environ(), flowCrashEnv+"="+string(raw))
+	cmd := exec.Command(os.Args[0], "-test.run=^"+test+"$")
+	cmd.Env = append(os.Environ(), env+"="+string(raw))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -30,6 +30,9 @@ type Engine struct {
 	procs   map[string]*registered
 	byEvent map[string][]*registered
 
+	schedMu   sync.Mutex
+	schedules map[string]*schedule // by name (schedule.go)
+
 	disp    *dispatch.Dispatcher
 	node    *node // on a shared store (shared.go), else nil
 	rec     *obs.Recorder
@@ -91,7 +94,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Logger, owner: owner,
-		procs: map[string]*registered{}, byEvent: map[string][]*registered{},
+		procs: map[string]*registered{}, byEvent: map[string][]*registered{}, schedules: map[string]*schedule{},
 		rec: obs.NewRecorder(cfg.ObservabilityBucket), io: context.Background(),
 		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{}, writing: map[string]int{},
 	}
@@ -264,6 +267,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if e.cfg.Retention > 0 || e.cfg.ObservabilityRetention > 0 || e.cfg.KeyRetention > 0 {
 		e.every(e.cfg.RetentionInterval, e.prune)
 	}
+	e.startSchedules()
 	e.log.Info("engine started", "owner", e.owner)
 	return nil
 }

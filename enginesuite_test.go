@@ -48,6 +48,7 @@ var engineSuite = []func() []Case{
 	safetyCases,    // enginesuite_safety_test.go: overflow, payload limits
 	flowCases,      // enginesuite_flow_test.go: priorities, rate limits, per-key concurrency
 	waitCases,      // enginesuite_wait_test.go: delayed and scheduled runs
+	cronCases,      // enginesuite_cron_test.go: schedules
 }
 
 // engineStores are the stores the engine suite runs on.

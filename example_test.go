@@ -242,3 +242,41 @@ func Example_flowControl() {
 	fmt.Printf("priority %d, rate limit %s key %s, concurrency key %s\n", r.Priority, r.RateLimit, r.RateKey, r.ConcurrencyKey)
 	// Output: priority 5, rate limit llm key acme, concurrency key acme
 }
+
+// A daily report by cron: the tick at 09:00 Paris time on weekdays runs
+// once, however many engines hold the schedule and however often they
+// restart; a tick missed while no engine ran is run at start if it is at
+// most an hour old.
+func Example_dailyReport() {
+	ctx := context.Background()
+	st := memstore.New()
+	defer st.Close()
+	eng, err := yella.New(yella.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{Name: "report", On: "report:due", Run: func(c *yella.Ctx) yella.Result {
+		var tick struct{ Schedule, Tick string }
+		if err := c.Decode(&tick); err != nil {
+			return c.Fail(err)
+		}
+		return c.OK("report for " + tick.Tick)
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.AddSchedule(yella.Schedule{Name: "daily-report", Cron: "0 9 * * 1-5", Location: paris, Event: "report:due", CatchUp: time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Stop(ctx)
+	fmt.Println(eng.Schedules()[0].Next.After(time.Now()))
+	// Output: true
+}

@@ -168,6 +168,7 @@ func (a *API) routes() {
 		{"GET /api/processes", a.read(true, a.processes)},
 		{"GET /api/nodes", a.read(true, a.nodes)},
 		{"GET /api/limits", a.read(false, a.limits)},
+		{"GET /api/schedules", a.read(false, a.schedules)},
 		{"GET /api/runs", a.read(true, a.runs)},
 		{"GET /api/runs/{id}", a.read(true, a.run)},
 		{"GET /api/runs/{id}/chain", a.read(true, a.chain)},

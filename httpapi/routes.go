@@ -151,6 +151,15 @@ func (a *API) limits(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, r, http.StatusOK, limitsOf(a.eng.Limits(top)))
 }
 
+func (a *API) schedules(w http.ResponseWriter, r *http.Request) {
+	out := []Schedule{}
+	for _, s := range a.eng.Schedules() {
+		out = append(out, Schedule{Name: s.Name, Cron: s.Cron, Location: s.Location, Event: s.Event, CatchUpMs: s.CatchUp.Milliseconds(),
+			Next: ts(s.Next), Last: ts(s.Last), LastRuns: s.LastRuns, Error: s.Err})
+	}
+	a.reply(w, r, http.StatusOK, out)
+}
+
 // UnregisteredScan is how many of the oldest waiting (idle) runs the
 // processes listing reads to find processes this engine does not have.
 // Their runs are never started here, so they stay among the oldest.

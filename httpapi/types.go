@@ -555,3 +555,16 @@ func limitsOf(l yella.Limits) Limits {
 	}
 	return out
 }
+
+// Schedule is one schedule of GET /api/schedules (yella.ScheduleInfo).
+type Schedule struct {
+	Name      string     `json:"name"`
+	Cron      string     `json:"cron"`
+	Location  string     `json:"location"`
+	Event     string     `json:"event"`
+	CatchUpMs int64      `json:"catchUpMs"`
+	Next      *time.Time `json:"next,omitempty"`
+	Last      *time.Time `json:"last,omitempty"`
+	LastRuns  []string   `json:"lastRuns,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}

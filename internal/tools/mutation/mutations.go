@@ -285,6 +285,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlConf("Wait/DelayedEmit"), sqlConf("Wait/DelayedEmitAcrossRestart"), sqlConf("Wait/ThenAfter")},
 	},
 	{
+		Name:      "cron-tick-not-keyed",
+		Guarantee: "a schedule's tick runs once however many engines hold it and however often they restart",
+		Edits: []Edit{{
+			File: "schedule.go",
+			Old:  "[]EmitOption{IdempotencyKey(TickKey(sc.Name, t))}",
+			New:  "nil",
+		}},
+		Tests: []Test{memConf("Cron/OneRunPerTickAcrossEngines"), sqlConf("Cron/MissedTickPolicy"), Test{Pkg: ".", Run: "^TestCrashCronTicks$", Timeout: 5 * time.Minute}.full()},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{

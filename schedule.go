@@ -1,0 +1,290 @@
+package yella
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Schedule emits an event on a cron schedule. Each tick is admitted with
+// an idempotency key made of the schedule's name and the tick's time
+// ("cron:<name>:<time>"), so a tick runs once however many engines (nodes
+// of a shared store) hold the schedule and however often they restart:
+// every engine that reaches a tick emits it, and the store admits it once.
+type Schedule struct {
+	// Name identifies the schedule and its ticks; unique per engine.
+	// Renaming a schedule makes its ticks new ones.
+	Name string
+	// Cron is the schedule: five fields (minute hour day-of-month month
+	// day-of-week, as crontab(5)), or @yearly, @monthly, @weekly, @daily,
+	// @hourly, or @every <duration> (counted from the Unix epoch in
+	// Location, so every engine agrees on the ticks).
+	Cron string
+	// Location is the time zone the fields are read in (daylight saving
+	// included: a 02:30 tick is skipped on the night that has none).
+	// Default UTC.
+	Location *time.Location
+	// Event is emitted at each tick. Required, and some process must
+	// listen to it when a tick comes (else the tick is logged and lost).
+	Event string
+	// Payload is each tick's payload. Default: {"schedule": Name, "tick":
+	// the tick's time in RFC 3339}.
+	Payload any
+	// CatchUp is how old a tick missed while no engine ran may be and
+	// still run, once, when the engine starts: the latest missed tick not
+	// older than CatchUp is emitted (0, the default: missed ticks are
+	// skipped). It must not exceed Config.KeyRetention, which is how long
+	// a tick's key proves it ran. Ticks missed while the engine runs (a
+	// stalled machine, a clock jump) follow the same rule: the latest due
+	// tick is emitted, the ones before it are skipped.
+	CatchUp time.Duration
+}
+
+// ScheduleInfo describes one schedule (Engine.Schedules).
+type ScheduleInfo struct {
+	Name     string
+	Cron     string
+	Location string
+	Event    string
+	CatchUp  time.Duration
+	// Next is the next tick, zero before Start.
+	Next time.Time
+	// Last is the latest tick this engine emitted (whether it admitted it
+	// or found it admitted already), and LastRuns the runs of that tick;
+	// zero and nil before the first.
+	Last     time.Time
+	LastRuns []string
+	// Err is the error of the latest tick's emission, "" when it worked.
+	Err string
+}
+
+// schedule is a registered Schedule with its parsed spec and state.
+type schedule struct {
+	Schedule
+	spec cron.Schedule
+
+	mu       sync.Mutex
+	next     time.Time
+	last     time.Time
+	lastRuns []string
+	err      string
+}
+
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// parseCron parses a schedule's spec; @every counts from the Unix epoch.
+func parseCron(spec string) (cron.Schedule, error) {
+	s, err := cronParser.Parse(spec)
+	if err != nil {
+		return nil, err
+	}
+	if every, ok := s.(cron.ConstantDelaySchedule); ok {
+		return epochEvery{every.Delay}, nil
+	}
+	return s, nil
+}
+
+// AddSchedule registers a schedule. Before Start it is armed when the
+// engine starts; after Start at once. Errors: CodeInvalidConfig for a
+// missing name or event, a repeated name, a cron spec that does not
+// parse, or a CatchUp longer than Config.KeyRetention.
+func (e *Engine) AddSchedule(s Schedule) error {
+	bad := func(field, format string, args ...any) error {
+		return &Error{Code: CodeInvalidConfig, Op: "add schedule", Field: "Schedule." + field, Msg: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case s.Name == "":
+		return bad("Name", "is required")
+	case s.Event == "":
+		return bad("Event", "is required (schedule %q)", s.Name)
+	case s.CatchUp < 0:
+		return bad("CatchUp", "must not be negative, got %v (schedule %q)", s.CatchUp, s.Name)
+	case e.cfg.KeyRetention > 0 && s.CatchUp > e.cfg.KeyRetention:
+		return bad("CatchUp", "%v is longer than Config.KeyRetention (%v), which is how long a tick's key proves it ran (schedule %q)", s.CatchUp, e.cfg.KeyRetention, s.Name)
+	}
+	if s.Location == nil {
+		s.Location = time.UTC
+	}
+	if strings.HasPrefix(strings.TrimSpace(s.Cron), "TZ=") || strings.HasPrefix(strings.TrimSpace(s.Cron), "CRON_TZ=") {
+		return bad("Cron", "set the time zone with Location, not in the spec (schedule %q)", s.Name)
+	}
+	spec, err := parseCron(s.Cron)
+	if err != nil {
+		return bad("Cron", "%q does not parse: %v (schedule %q)", s.Cron, err, s.Name)
+	}
+	sc := &schedule{Schedule: s, spec: spec}
+	e.schedMu.Lock()
+	if _, dup := e.schedules[s.Name]; dup {
+		e.schedMu.Unlock()
+		return bad("Name", "schedule %q is already added", s.Name)
+	}
+	e.schedules[s.Name] = sc
+	e.schedMu.Unlock()
+	if e.isState(stateStarted) {
+		e.startSchedule(sc)
+	}
+	return nil
+}
+
+// Schedules describes the schedules, by name.
+func (e *Engine) Schedules() []ScheduleInfo {
+	e.schedMu.Lock()
+	scs := make([]*schedule, 0, len(e.schedules))
+	for _, sc := range e.schedules {
+		scs = append(scs, sc)
+	}
+	e.schedMu.Unlock()
+	slices.SortFunc(scs, func(a, b *schedule) int { return strings.Compare(a.Name, b.Name) })
+	out := make([]ScheduleInfo, len(scs))
+	for i, sc := range scs {
+		sc.mu.Lock()
+		out[i] = ScheduleInfo{Name: sc.Name, Cron: sc.Cron, Location: sc.Location.String(), Event: sc.Event, CatchUp: sc.CatchUp,
+			Next: sc.next, Last: sc.last, LastRuns: slices.Clone(sc.lastRuns), Err: sc.err}
+		sc.mu.Unlock()
+	}
+	return out
+}
+
+// startSchedules arms every schedule (Start).
+func (e *Engine) startSchedules() {
+	e.schedMu.Lock()
+	scs := make([]*schedule, 0, len(e.schedules))
+	for _, sc := range e.schedules {
+		scs = append(scs, sc)
+	}
+	e.schedMu.Unlock()
+	for _, sc := range scs {
+		e.startSchedule(sc)
+	}
+}
+
+// startSchedule emits the latest missed tick within CatchUp, if any, and
+// arms the schedule's timer for its next tick.
+func (e *Engine) startSchedule(sc *schedule) {
+	now := e.clock.Now()
+	if sc.CatchUp > 0 {
+		if t, ok := latestTick(sc.spec, now.Add(-sc.CatchUp), now, sc.Location); ok {
+			e.emitTick(sc, t)
+		}
+	}
+	e.armSchedule(sc, now)
+}
+
+// latestTick is the latest tick of spec in [from, to].
+func latestTick(spec cron.Schedule, from, to time.Time, loc *time.Location) (time.Time, bool) {
+	if ev, ok := spec.(epochEvery); ok {
+		t := time.Unix(0, to.UnixNano()/int64(ev.d)*int64(ev.d)).In(loc)
+		return t, !t.Before(from)
+	}
+	var last time.Time
+	for t := spec.Next(from.Add(-time.Nanosecond).In(loc)); !t.IsZero() && !t.After(to); t = spec.Next(t) {
+		last = t
+	}
+	return last, !last.IsZero()
+}
+
+// armSchedule sets the schedule's timer for its first tick after after.
+func (e *Engine) armSchedule(sc *schedule, after time.Time) {
+	next := sc.spec.Next(after.In(sc.Location))
+	sc.mu.Lock()
+	sc.next = next
+	sc.mu.Unlock()
+	if next.IsZero() {
+		return // a spec with no more ticks
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.loopsOff {
+		return
+	}
+	e.timerSeq++
+	id := e.timerSeq
+	e.timers[id] = e.clock.AfterFunc(next.Sub(e.clock.Now()), func() { e.fireSchedule(sc, id) })
+}
+
+// fireSchedule emits the latest due tick (ticks skipped meanwhile are not
+// run: see Schedule.CatchUp) and arms the next.
+func (e *Engine) fireSchedule(sc *schedule, id int) {
+	e.mu.Lock()
+	delete(e.timers, id)
+	if e.loopsOff {
+		e.mu.Unlock()
+		return
+	}
+	e.loopWG.Add(1)
+	e.mu.Unlock()
+	defer e.loopWG.Done()
+	now := e.clock.Now()
+	sc.mu.Lock()
+	due := sc.next
+	sc.mu.Unlock()
+	if now.Before(due) {
+		// Woken before the tick by the wall clock (it was set back): wait
+		// for the tick itself, not the one after it.
+		e.armSchedule(sc, due.Add(-time.Nanosecond))
+		return
+	}
+	if t, ok := latestTick(sc.spec, due, now, sc.Location); ok {
+		var ee *Error
+		if err := e.emitTick(sc, t); errors.As(err, &ee) && ee.Code == CodeUnavailable {
+			e.retrySchedule(sc)
+			return
+		}
+	}
+	e.armSchedule(sc, now)
+}
+
+// retrySchedule tries a tick again a second later, while the store fails,
+// until the tick after it is due.
+func (e *Engine) retrySchedule(sc *schedule) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.loopsOff {
+		return
+	}
+	e.timerSeq++
+	id := e.timerSeq
+	e.timers[id] = e.clock.AfterFunc(time.Second, func() { e.fireSchedule(sc, id) })
+}
+
+// emitTick admits one tick under its idempotency key.
+func (e *Engine) emitTick(sc *schedule, t time.Time) error {
+	payload := sc.Payload
+	if payload == nil {
+		payload = map[string]string{"schedule": sc.Name, "tick": t.UTC().Format(time.RFC3339Nano)}
+	}
+	em, _, err := e.emit(e.io, nil, sc.Event, payload, []EmitOption{IdempotencyKey(TickKey(sc.Name, t))})
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	sc.last, sc.err = t, ""
+	if err != nil {
+		sc.err = err.Error()
+		var ee *Error
+		if !errors.As(err, &ee) || ee.Code != CodeStopped {
+			e.log.Error("schedule tick not admitted", "schedule", sc.Name, "tick", t, "err", err)
+		}
+		return err
+	}
+	sc.lastRuns = append(append([]string(nil), em.Runs...), em.Existing...)
+	return nil
+}
+
+// TickKey is the idempotency key a schedule's tick is admitted with.
+func TickKey(schedule string, tick time.Time) string {
+	return "cron:" + schedule + ":" + tick.UTC().Format(time.RFC3339Nano)
+}
+
+// epochEvery is @every d with its ticks at whole multiples of d since the
+// Unix epoch, so that every engine (and every restart) has the same ticks.
+type epochEvery struct{ d time.Duration }
+
+// Next is the first whole multiple of the interval after t.
+func (s epochEvery) Next(t time.Time) time.Time {
+	n := t.UnixNano()/int64(s.d)*int64(s.d) + int64(s.d)
+	return time.Unix(0, n).In(t.Location())
+}
