@@ -69,6 +69,7 @@ type schedule struct {
 	spec cron.Schedule
 
 	mu       sync.Mutex
+	armed    bool // started: Start and AddSchedule may race to start it
 	next     time.Time
 	last     time.Time
 	lastRuns []string
@@ -166,6 +167,13 @@ func (e *Engine) startSchedules() {
 // startSchedule emits the latest missed tick within CatchUp, if any, and
 // arms the schedule's timer for its next tick.
 func (e *Engine) startSchedule(sc *schedule) {
+	sc.mu.Lock()
+	armed := sc.armed
+	sc.armed = true
+	sc.mu.Unlock()
+	if armed {
+		return
+	}
 	now := e.clock.Now()
 	if sc.CatchUp > 0 {
 		if t, ok := latestTick(sc.spec, now.Add(-sc.CatchUp), now, sc.Location); ok {
