@@ -1,6 +1,7 @@
 package yella
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -151,20 +152,13 @@ func storedKey(name string, fn KeyFunc, k KeyOf) string {
 // deriveFlow derives a registered process's flow limits.
 func (p *registered) deriveFlow() {
 	if rl := p.RateLimit; rl != nil {
-		p.rateName = cmpOr(rl.Name, p.Name)
+		p.rateName = cmp.Or(rl.Name, p.Name)
 		p.flow.Rate = store.Rate{Interval: rl.Per / time.Duration(rl.Limit), Burst: max(rl.Burst, 1)}
 	}
 	if kc := p.KeyConcurrency; kc != nil {
-		p.concName = cmpOr(kc.Name, p.Name)
+		p.concName = cmp.Or(kc.Name, p.Name)
 		p.flow.KeyConcurrency = kc.Max
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // newRun builds the new run of one listener of an admission: its id, cap,
@@ -193,7 +187,7 @@ func validateFlow(p Process, bad func(field, format string, args ...any) error) 
 	}
 	if rl := p.RateLimit; rl != nil {
 		switch {
-		case strings.Contains(rl.Name, keySep):
+		case strings.Contains(cmp.Or(rl.Name, p.Name), keySep):
 			return bad("RateLimit.Name", "must not hold control characters (process %q)", p.Name)
 		case rl.Limit <= 0:
 			return bad("RateLimit.Limit", "must be positive, got %d (process %q)", rl.Limit, p.Name)
@@ -207,7 +201,7 @@ func validateFlow(p Process, bad func(field, format string, args ...any) error) 
 	}
 	if kc := p.KeyConcurrency; kc != nil {
 		switch {
-		case strings.Contains(kc.Name, keySep):
+		case strings.Contains(cmp.Or(kc.Name, p.Name), keySep):
 			return bad("KeyConcurrency.Name", "must not hold control characters (process %q)", p.Name)
 		case kc.Max <= 0:
 			return bad("KeyConcurrency.Max", "must be positive, got %d (process %q)", kc.Max, p.Name)
