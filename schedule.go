@@ -9,6 +9,10 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	// The time zone database, so that a schedule's Location loads on a
+	// machine or container image without one.
+	_ "time/tzdata"
 )
 
 // Schedule emits an event on a cron schedule. Each tick is admitted with
@@ -27,7 +31,8 @@ type Schedule struct {
 	Cron string
 	// Location is the time zone the fields are read in (daylight saving
 	// included: a 02:30 tick is skipped on the night that has none).
-	// Default UTC.
+	// Default UTC. The time zone database is built in, so
+	// time.LoadLocation works without the system's.
 	Location *time.Location
 	// Event is emitted at each tick. Required, and some process must
 	// listen to it when a tick comes (else the tick is logged and lost).
@@ -271,7 +276,7 @@ func (e *Engine) emitTick(sc *schedule, t time.Time) error {
 	defer sc.mu.Unlock()
 	sc.last, sc.err = t, ""
 	if err != nil {
-		sc.err = err.Error()
+		sc.err, sc.lastRuns = err.Error(), nil
 		var ee *Error
 		if !errors.As(err, &ee) || ee.Code != CodeStopped {
 			e.log.Error("schedule tick not admitted", "schedule", sc.Name, "tick", t, "err", err)
