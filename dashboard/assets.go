@@ -23,7 +23,7 @@ var staticFS embed.FS
 
 // pageNames are the page templates; each is parsed together with the
 // layout and the shared partials.
-var pageNames = []string{"overview", "processes", "nodes", "limits", "runs", "run", "trace", "tracepicker", "dead", "emit", "error"}
+var pageNames = []string{"overview", "processes", "nodes", "limits", "schedules", "runs", "run", "trace", "tracepicker", "dead", "emit", "error"}
 
 func (s *server) parsePages() (map[string]*template.Template, error) {
 	base, err := template.New("").Funcs(s.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/partials.html")

@@ -5,12 +5,12 @@
 // no inline script or style, and they work without JavaScript.
 //
 // Pages: the overview (/), processes and the event graph (/processes), the
-// nodes sharing the store (/nodes), the flow limits (/limits), runs
-// (/runs), a run (/runs/{id}), a chain's Gantt chart (/trace/{id}), dead
-// letters (/dead) and an emit form (/emit). Operator actions (retry,
-// requeue, cancel, resume, complete an effect, requeue all dead letters,
-// emit) are POST forms guarded by http.CrossOriginProtection; each
-// redirects back with a flash message.
+// nodes sharing the store (/nodes), the flow limits (/limits), the cron
+// schedules (/schedules), runs (/runs), a run (/runs/{id}), a chain's
+// Gantt chart (/trace/{id}), dead letters (/dead) and an emit form (/emit).
+// Operator actions (retry, requeue, cancel, resume, complete an effect,
+// requeue all dead letters, emit) are POST forms guarded by
+// http.CrossOriginProtection; each redirects back with a flash message.
 //
 // The package depends only on the root package yella, the standard
 // library and the guard in front of it (httpguard.Actor, to log who acted
@@ -178,6 +178,7 @@ func (s *server) routes() http.Handler {
 	mux.HandleFunc("GET /processes", s.bounded(s.processes))
 	mux.HandleFunc("GET /nodes", s.bounded(s.nodes))
 	mux.HandleFunc("GET /limits", s.bounded(s.limits))
+	mux.HandleFunc("GET /schedules", s.bounded(s.schedules))
 	mux.HandleFunc("GET /runs", s.bounded(s.runs))
 	mux.HandleFunc("GET /runs/{id}", s.bounded(s.run))
 	mux.HandleFunc("GET /trace", s.bounded(s.tracePicker))

@@ -48,6 +48,7 @@ func TestPages(t *testing.T) {
 		{"/emit", []string{`id="emit-event"`, `id="emit-payload"`, `id="emit-key"`, `id="emit-submit"`, "order:placed → intake"}},
 		{"/emit?event=post:drafted", []string{`<option value="post:drafted" selected>`}},
 		{"/limits", []string{"<title>Limits · Yella</title>", `data-fragment="limits"`, "No process declares a limit"}},
+		{"/schedules", []string{"<title>Schedules · Yella</title>", `data-fragment="schedules"`, "No schedule is declared"}},
 	}
 	for _, c := range cases {
 		r := f.get(c.target)
@@ -110,7 +111,7 @@ var (
 // CSP would block anyway).
 func TestSecurityHeaders(t *testing.T) {
 	f := newFixture(t)
-	pages := []string{"/", "/processes", "/limits", "/runs", "/runs/" + f.ok, "/runs/" + f.deferred, "/runs/" + fenceID, "/trace",
+	pages := []string{"/", "/processes", "/limits", "/schedules", "/runs", "/runs/" + f.ok, "/runs/" + f.deferred, "/runs/" + fenceID, "/trace",
 		"/trace/" + f.ok, "/dead", "/emit", "/runs/missing", "/runs?fragment=list", "/static/app.js", "/ui/counts.json"}
 	for _, p := range pages {
 		r := f.get(p)

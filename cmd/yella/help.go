@@ -89,6 +89,16 @@ listed. Limits are declared in code, so the command asks a server: a
 database opened directly has no engine running its processes.
 
 ` + whereAbout},
+	"schedules": {"schedules [flags]", `Schedules lists the cron schedules of a running engine, one a line: the
+name, the cron spec, the time zone its fields are read in, the event each
+tick emits, how old a missed tick may be and still run at start
+(catch-up), the next tick, the last tick this engine emitted with its
+runs, and the error of the last tick if it failed. Times are local. Odd
+names are quoted. Schedules are declared in code by the program that
+embeds the engine (Engine.AddSchedule), so the command asks a server: a
+database opened directly has no engine running its schedules.
+
+` + whereAbout},
 	"restore": {"restore --from URL --to PATH [flags]", `Restore rebuilds a database from its replica (see serve --replicate). It
 refuses to overwrite an existing database unless --force is given, and
 refuses while an engine has the destination open.`},

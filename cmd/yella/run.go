@@ -20,20 +20,21 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
-		"serve":   {"run the engine with the dashboard, the HTTP API and /metrics (--read-only: look only)", serve},
-		"runs":    {"list runs (runs list) or show one (runs show ID)", runsCmd},
-		"emit":    {"emit an event: emit EVENT [JSON payload]", emitCmd},
-		"retry":   {"retry an errored, dead-letter, fenced or cancelled run", opCmd("retry")},
-		"requeue": {"requeue a dead-letter run with a fresh retry budget (--all: every one)", requeueCmd},
-		"cancel":  {"cancel an idle or running run", opCmd("cancel")},
-		"resume":  {"release a deferred run's follow-up: resume ID [JSON payload]", resumeCmd},
-		"fenced":  {"resolve fenced runs in bulk (--retry or --complete JSON; a preview unless --apply)", fencedCmd},
-		"nodes":   {"list the engine processes sharing a PostgreSQL database and the runs each holds", nodesCmd},
-		"limits":  {"list the flow limits (rate limits, per-key concurrency) and the keys holding runs back", limitsCmd},
-		"bench":   {"run the benchmark suite (bench list, bench <scenario>, bench report)", benchCmd},
-		"report":  {"generate the benchmark charts and page from the reports", reportCmd},
-		"restore": {"restore a database from its replica: restore --from URL --to PATH", restoreCmd},
-		"version": {"print the version", versionCmd},
+		"serve":     {"run the engine with the dashboard, the HTTP API and /metrics (--read-only: look only)", serve},
+		"runs":      {"list runs (runs list) or show one (runs show ID)", runsCmd},
+		"emit":      {"emit an event: emit EVENT [JSON payload]", emitCmd},
+		"retry":     {"retry an errored, dead-letter, fenced or cancelled run", opCmd("retry")},
+		"requeue":   {"requeue a dead-letter run with a fresh retry budget (--all: every one)", requeueCmd},
+		"cancel":    {"cancel an idle or running run", opCmd("cancel")},
+		"resume":    {"release a deferred run's follow-up: resume ID [JSON payload]", resumeCmd},
+		"fenced":    {"resolve fenced runs in bulk (--retry or --complete JSON; a preview unless --apply)", fencedCmd},
+		"nodes":     {"list the engine processes sharing a PostgreSQL database and the runs each holds", nodesCmd},
+		"limits":    {"list the flow limits (rate limits, per-key concurrency) and the keys holding runs back", limitsCmd},
+		"schedules": {"list the cron schedules with their next and last tick", schedulesCmd},
+		"bench":     {"run the benchmark suite (bench list, bench <scenario>, bench report)", benchCmd},
+		"report":    {"generate the benchmark charts and page from the reports", reportCmd},
+		"restore":   {"restore a database from its replica: restore --from URL --to PATH", restoreCmd},
+		"version":   {"print the version", versionCmd},
 	}
 }
 

@@ -378,7 +378,7 @@ func TestHelpGolden(t *testing.T) {
 	for _, args := range [][]string{
 		{"help"}, {"help", "runs"}, {"runs", "-h"}, {"runs", "list", "-h"}, {"runs", "show", "--help"},
 		{"serve", "-h"}, {"emit", "-h"}, {"retry", "-h"}, {"cancel", "-h"}, {"requeue", "-h"}, {"resume", "-h"},
-		{"restore", "-h"}, {"version", "-h"}, {"bench", "-h"}, {"report", "-h"}, {"limits", "-h"},
+		{"restore", "-h"}, {"version", "-h"}, {"bench", "-h"}, {"report", "-h"}, {"limits", "-h"}, {"schedules", "-h"},
 	} {
 		var out strings.Builder
 		err := Run(context.Background(), args, &out, &out)
