@@ -376,26 +376,20 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 
 // SetContext implements store.Store.
 func (s *Store) SetContext(ctx context.Context, runID string, epoch int64, c json.RawMessage) error {
-	return s.run(ctx, func(w *wtx) error {
-		tag, err := w.tx.Exec(w.ctx, s.q.setCtx, blob(c), runID, epoch)
-		if err != nil || tag.RowsAffected() > 0 {
-			return err
-		}
-		var ok bool
-		if err := w.tx.QueryRow(w.ctx, s.q.parentExists, runID).Scan(&ok); err != nil {
-			return err
-		}
-		if !ok {
-			return store.ErrNotFound
-		}
-		return store.ErrFenced
-	})
+	return s.attemptWrite(ctx, runID, s.q.setCtx, blob(c), runID, epoch)
 }
 
 // HoldRate implements store.Store.
 func (s *Store) HoldRate(ctx context.Context, runID string, epoch int64, tat time.Time) error {
+	return s.attemptWrite(ctx, runID, s.q.holdRate, tat.UnixNano(), runID, epoch)
+}
+
+// attemptWrite runs a write guarded by a running attempt's epoch; when it
+// changes no row the run is unknown (ErrNotFound) or no longer held by
+// that attempt (ErrFenced).
+func (s *Store) attemptWrite(ctx context.Context, runID, sql string, args ...any) error {
 	return s.run(ctx, func(w *wtx) error {
-		tag, err := w.tx.Exec(w.ctx, s.q.holdRate, tat.UnixNano(), runID, epoch)
+		tag, err := w.tx.Exec(w.ctx, sql, args...)
 		if err != nil || tag.RowsAffected() > 0 {
 			return err
 		}
