@@ -1,0 +1,14 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/yella-go/yella/store"
+)
+
+// Signal implements store.Store. TEMPORARY: replaced by the real
+// implementation before this branch merges.
+func (s *Store) Signal(ctx context.Context, req store.SignalRequest) (store.SignalResult, error) {
+	return store.SignalResult{}, errors.New("pgstore: signals not implemented yet")
+}
