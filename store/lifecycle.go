@@ -129,7 +129,7 @@ type Rule struct {
 	// cleared and the note "signalled", when the store found a kept signal
 	// for the update's wait (Facts.Signalled); "" for rules without a wait.
 	Signalled Status
-	Effects       EffectWrite
+	Effects   EffectWrite
 	// FollowUp: the update may carry a follow-up admission (Update.Children)
 	// committed with it.
 	FollowUp bool

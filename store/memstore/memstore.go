@@ -38,7 +38,7 @@ type Store struct {
 	timeline  map[string][]store.TimelineEntry
 	effects   map[string]map[string]*store.Effect
 	rollups   map[rollupKey]*store.Rollup
-	rates     map[string]time.Time // rate key → latest theoretical arrival time claimed
+	rates     map[string]time.Time    // rate key → latest theoretical arrival time claimed
 	signals   map[string][]keptSignal // signal key → kept signals, oldest first
 	errors    []store.ErrorRecord
 	errSeq    int64

@@ -109,7 +109,7 @@ var transitions = map[store.Status]map[string]store.Status{
 		"wait": store.StatusWaiting, "cancel": store.StatusCancelled,
 	},
 	// Not claimable before its deadline (an hour away).
-	store.StatusWaiting: {"end-wait": store.StatusIdle, "cancel": store.StatusCancelled},
+	store.StatusWaiting:   {"end-wait": store.StatusIdle, "cancel": store.StatusCancelled},
 	store.StatusCompleted: {},
 	store.StatusDeferred:  {"resume": store.StatusCompleted},
 	store.StatusErrored:   {"manual-retry": store.StatusIdle},
