@@ -334,8 +334,11 @@ func (e *effectFenced) Error() string {
 }
 
 // fenceErr returns the error for a durable operation on an attempt that is
-// over, or nil. Callers hold a.mu.
+// over, or that reached a wait (ErrWaiting), or nil. Callers hold a.mu.
 func (a *attempt) fenceErr(op string) error {
+	if a.wait != nil {
+		return fmt.Errorf("%s: %w", op, ErrWaiting)
+	}
 	if !a.over.Load() && a.ctx.Err() == nil {
 		return nil
 	}

@@ -194,7 +194,8 @@ func (e *Engine) publishDrop(event, process, correlation string) {
 // EmitAndWait emits and waits until every run of the chains it admitted
 // (and, for a repeated idempotency key, of the runs admitted before) is
 // finished: completed, deferred, errored, dead, fenced or cancelled. It
-// returns the root runs as they ended. A run admitted before and already
+// returns the root runs as they ended. A run waiting for a signal or a
+// time is waited for too. A run admitted before and already
 // pruned by retention, or pruned once its chain ended before this call read
 // it, is returned as the store kept it: ID, Process, Event,
 // IdempotencyKey, CreatedAt and Status completed. Delayed retries are
@@ -214,12 +215,8 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 		if err := e.waitShared(ctx, r.CorrelationID); err != nil {
 			return nil, err
 		}
-		ch := e.disp.CorrelationDone(r.CorrelationID)
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			e.disp.ForgetWaiter(r.CorrelationID, ch)
-			return nil, &Error{Code: CodeDrainTimeout, Op: "emit and wait", Msg: "chain " + r.CorrelationID + " still active", Err: ctx.Err()}
+		if err := e.waitChain(ctx, r.CorrelationID); err != nil {
+			return nil, err
 		}
 		ended, err := e.store.Run(ctx, id)
 		switch {

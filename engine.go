@@ -33,6 +33,9 @@ type Engine struct {
 	schedMu   sync.Mutex
 	schedules map[string]*schedule // by name (schedule.go)
 
+	wokeMu sync.Mutex
+	woke   chan struct{} // closed when a waiting run is queued again (wait.go)
+
 	disp    *dispatch.Dispatcher
 	node    *node // on a shared store (shared.go), else nil
 	rec     *obs.Recorder
@@ -528,7 +531,7 @@ func (e *Engine) flush(before time.Time) {
 
 func (e *Engine) prune() {
 	now := e.clock.Now()
-	req := store.PruneRequest{Limit: e.cfg.RetentionBatch}
+	req := store.PruneRequest{Limit: e.cfg.RetentionBatch, SignalsBefore: now}
 	if e.cfg.Retention > 0 {
 		req.CompletedBefore = now.Add(-e.cfg.Retention)
 	}

@@ -49,6 +49,7 @@ var engineSuite = []func() []Case{
 	flowCases,      // enginesuite_flow_test.go: priorities, rate limits, per-key concurrency
 	waitCases,      // enginesuite_wait_test.go: delayed and scheduled runs
 	cronCases,      // enginesuite_cron_test.go: schedules
+	suspendCases,   // enginesuite_suspend_test.go: waits and signals
 }
 
 // engineStores are the stores the engine suite runs on.

@@ -99,11 +99,22 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 		e.stop(r.ID) // an operator ended (or set aside) the run
 	}
 	e.announce(c, r, res.Children.Admitted)
-	if r.Status == store.StatusIdle {
-		// After its events: a retry that starts at once must not announce
-		// its own outcome before this one.
+	// After its events: a retry that starts at once must not announce its
+	// own outcome before this one.
+	switch {
+	case r.Status == store.StatusIdle && c.u.Epoch == 0:
+		e.requeue(r) // an operator ended its wait: queued for now, not its deadline
+	case r.Status == store.StatusIdle, r.Status == store.StatusWaiting && !r.RetryAt.IsZero():
 		e.enqueue(itemOf(r))
 	}
+}
+
+// requeue queues run r anew: an entry queued for it earlier (a waiting
+// run's deadline) is replaced by r's.
+func (e *Engine) requeue(r *store.Run) {
+	e.disp.Remove(r.ID)
+	e.enqueue(itemOf(r))
+	e.wakeWaiters()
 }
 
 // refused publishes what a change the store refused (or the decision
@@ -169,6 +180,13 @@ func (e *Engine) announce(c *change, r *store.Run, children []store.Run) {
 	}
 	if c.u.Epoch == 0 || c.u.Action == store.ActionHandBack {
 		return // an operator's action, or a run left for an engine that has its handler
+	}
+	if c.u.Action == store.ActionWait {
+		e.publish(with(ev, RunWaiting))
+		if r.Status == store.StatusIdle { // a signal was kept for it
+			e.publish(with(ev, RunSignalled))
+		}
+		return
 	}
 	switch r.Status {
 	case store.StatusCompleted, store.StatusDeferred:

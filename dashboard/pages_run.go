@@ -132,7 +132,7 @@ func (s *server) runData(r *http.Request) (*runData, error) {
 	d := &runData{layout: s.newLayout(r, "runs", "Run "+shortID(id)), Run: run,
 		Payload: prettyJSON(run.Payload), Output: prettyJSON(run.Output), Context: prettyJSON(run.Context),
 		Can: actionsFor(run, effs)}
-	if !run.StartedAt.IsZero() && !run.Status.Active() {
+	if !run.StartedAt.IsZero() && run.Status.Final() {
 		d.Took = sinceOrZero(run.StartedAt, run.CompletedAt)
 	}
 	for _, t := range tl {
@@ -226,7 +226,7 @@ func (s *server) trace(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Chart = newGantt(tr, runs, d.Now)
 	for _, sp := range tr.Spans {
-		if sp.Status.Active() {
+		if !sp.Status.Final() {
 			d.Active = true
 		}
 		if !sp.StartedAt.IsZero() {
