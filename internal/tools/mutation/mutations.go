@@ -295,6 +295,36 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Cron/OneRunPerTickAcrossEngines"), sqlConf("Cron/MissedTickPolicy"), Test{Pkg: ".", Run: "^TestCrashCronTicks$", Timeout: 5 * time.Minute}.full()},
 	},
 	{
+		Name:      "wait-spends-attempt",
+		Guarantee: "a wait ends its attempt without spending the retry budget",
+		Edits: []Edit{{
+			File: "store/lifecycle.go",
+			Old:  "RetryAt: Set, RefundAttempt: true, Effects: EffectsWait",
+			New:  "RetryAt: Set, Effects: EffectsWait",
+		}},
+		Tests: []Test{memConf("Waits/NoRetrySpent"), sqlStore("Store/Waits/SleepUntilDeadline")},
+	},
+	{
+		Name:      "sleep-ends-early",
+		Guarantee: "a durable sleep never ends before its time",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "u.Action, u.RetryAt, u.Wait = store.ActionWait, w.until, &store.Wait{Key: w.key, Signal: w.signal}",
+			New:  "u.Action, u.RetryAt, u.Wait = store.ActionWait, w.until.Add(-time.Minute), &store.Wait{Key: w.key, Signal: w.signal}",
+		}},
+		Tests: []Test{memConf("Waits/SleepOnceAtItsTime"), sqlConf("Waits/SleepAcrossRestart")},
+	},
+	{
+		Name:      "waiting-result-used",
+		Guarantee: "once a handler reached a wait, the run waits whatever the handler returns",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "if w != nil && ef == nil { // whatever the handler returned, the run waits",
+			New:  "if w != nil && ef == nil && res.kind == resultError { // whatever the handler returned, the run waits",
+		}},
+		Tests: []Test{memConf("Waits/WaitingIsSticky")},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{
