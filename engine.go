@@ -35,6 +35,7 @@ type Engine struct {
 
 	wokeMu sync.Mutex
 	woke   chan struct{} // closed when a waiting run is queued again (wait.go)
+	joins  joins         // runs waiting in Join (children.go)
 
 	disp    *dispatch.Dispatcher
 	node    *node // on a shared store (shared.go), else nil

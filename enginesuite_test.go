@@ -50,6 +50,7 @@ var engineSuite = []func() []Case{
 	waitCases,      // enginesuite_wait_test.go: delayed and scheduled runs
 	cronCases,      // enginesuite_cron_test.go: schedules
 	suspendCases,   // enginesuite_suspend_test.go: waits and signals
+	childrenCases,  // enginesuite_children_test.go: children and joins
 }
 
 // engineStores are the stores the engine suite runs on.

@@ -256,6 +256,7 @@ func (a *attempt) decide(res Result, fenced bool, now time.Time) *change {
 	a.mu.Unlock()
 	if w != nil && ef == nil { // whatever the handler returned, the run waits
 		u.Action, u.RetryAt, u.Wait = store.ActionWait, w.until, &store.Wait{Key: w.key, Signal: w.signal}
+		c.join = w.join
 		return c
 	}
 	failed := func(act store.Action, err error, code Code) *change {

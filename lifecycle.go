@@ -40,6 +40,8 @@ type change struct {
 	// event is the action's own event, published first: an operator's
 	// action, a reclaim. Operator actions publish nothing else.
 	event EventType
+	// join: the attempt ended waiting in Join for these children.
+	join *joinWatch
 	// depth: the follow-up would exceed Config.MaxChainDepth.
 	depth bool
 }
@@ -101,6 +103,9 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 	e.announce(c, r, res.Children.Admitted)
 	// After its events: a retry that starts at once must not announce its
 	// own outcome before this one.
+	if c.join != nil || e.joins.n.Load() > 0 {
+		e.joinSettled(r, c.join)
+	}
 	switch {
 	case r.Status == store.StatusIdle && c.u.Epoch == 0:
 		e.requeue(r) // an operator ended its wait: queued for now, not its deadline

@@ -29,6 +29,7 @@ const MaxSignalKeyBytes = 512
 type wait struct {
 	key, signal string
 	until       time.Time
+	join        *joinWatch // a Join's wait: the children it waits for
 }
 
 // The outcomes stored in a wait's record (its effect output).
