@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -159,7 +160,7 @@ func schemaObjects(t *testing.T, db interface {
 
 // A database written by schema version 3 opens at the current version with
 // every row of every table kept as it was, every index of version 3 kept,
-// and the counts intact.
+// and the counts intact; it then takes waiting runs, waits and signals.
 func TestMigrateFromVersion3(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v3.db")
 	ms, err := migrations()
@@ -265,4 +266,21 @@ func TestMigrateFromVersion3(t *testing.T) {
 		t.Fatalf("r8 after the migration: %+v, %v", r, err)
 	}
 
+	// The running run of version 3 waits for a signal, which wakes it.
+	now := time.Unix(0, t0)
+	res, err := s.Update(ctx, store.Update{RunID: "r2", Epoch: 1, Now: now, Action: store.ActionWait, Wait: &store.Wait{Key: "w", Signal: "go"}})
+	if err != nil || res.Run.Status != store.StatusWaiting || res.Run.WaitKey != "go" {
+		t.Fatalf("wait: %+v, %v", res.Run, err)
+	}
+	sig, err := s.Signal(ctx, store.SignalRequest{Key: "go", Payload: json.RawMessage(`"ok"`), Now: now})
+	if err != nil || sig.Woken == nil || sig.Woken.ID != "r2" || sig.Woken.Status != store.StatusIdle {
+		t.Fatalf("signal: %+v, %v", sig, err)
+	}
+	effs, _ := s.Effects(ctx, "r2")
+	if len(effs) != 4 || effs[3].Key != "w" || effs[3].Status != store.EffectCompleted || string(effs[3].Output) != `"ok"` {
+		t.Fatalf("effects of r2: %+v", effs)
+	}
+	if sig, err := s.Signal(ctx, store.SignalRequest{Key: "later", Now: now, KeepUntil: now.Add(time.Hour)}); err != nil || !sig.Kept {
+		t.Fatalf("a signal no run waits for: %+v, %v", sig, err)
+	}
 }
