@@ -73,6 +73,10 @@ func TestReadOnly(t *testing.T) {
 		"SetContext":  func() error { return ro.SetContext(ctx, first.ID, 1, []byte(`{}`)) },
 		"StartEffect": func() error { return ro.StartEffect(ctx, first.ID, 1, "k", now) },
 		"AddErrors":   func() error { return ro.AddErrors(ctx, []store.ErrorRecord{{At: now, Message: "m"}}) },
+		"Signal": func() error {
+			_, err := ro.Signal(ctx, store.SignalRequest{Key: "k", Now: now, KeepUntil: now.Add(time.Hour)})
+			return err
+		},
 		"Prune": func() error {
 			_, err := ro.Prune(ctx, store.PruneRequest{CompletedBefore: now.Add(time.Hour), Limit: 10})
 			return err
