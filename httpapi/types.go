@@ -441,8 +441,10 @@ type ProcessCounters struct {
 
 // Dispatcher is this engine's in-memory view of its work.
 type Dispatcher struct {
-	Slots   int `json:"slots"`
-	Ready   int `json:"ready"`
+	Slots int `json:"slots"`
+	Ready int `json:"ready"`
+	// Delayed are the idle runs waiting for their retry, and the waiting
+	// runs with a deadline (a sleep, a wait for a signal with a timeout).
 	Delayed int `json:"delayed"`
 	Running int `json:"running"`
 	// RateLimited and KeyLimited are the due runs held back by a rate
