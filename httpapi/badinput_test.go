@@ -249,6 +249,8 @@ func payloadCases() []badCase {
 		// Oversized bodies and answers.
 		{name: "body over the guard's limit", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":"` + strings.Repeat("x", 3<<20) + `"}`, want: []int{413}},
 		{name: "payload over the engine's limit", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":"` + strings.Repeat("x", 1<<20+10) + `"}`, want: []int{413}},
+		{name: "signal over the guard's limit", method: "POST", target: "/api/signals", body: `{"key":"k","payload":"` + strings.Repeat("x", 3<<20) + `"}`, want: []int{413}},
+		{name: "signal over the engine's limit", method: "POST", target: "/api/signals", body: `{"key":"k","payload":"` + strings.Repeat("x", 1<<20+10) + `"}`, want: []int{413}},
 		{name: "big payloads", method: "POST", target: "/api/emit", body: `{"event":"bad:thing","payload":"` + big + `"}`, want: []int{201}},
 		{name: "big payloads again", method: "POST", target: "/api/emit", body: `{"event":"bad:thing","payload":"` + big + `"}`, want: []int{201}},
 		{name: "big payloads thrice", method: "POST", target: "/api/emit", body: `{"event":"bad:thing","payload":"` + big + `"}`, want: []int{201}},
@@ -278,7 +280,7 @@ func filterCases() []badCase {
 		}},
 		{name: "a status parameter 800 times", method: "GET", target: "/api/runs?limit=5&" + manyParams, want: []int{200}},
 		{name: "17 distinct statuses", method: "GET", target: "/api/runs?status=" + repeat("a", 1) + ",b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", want: []int{400}},
-		{name: "every status and the state", method: "GET", target: "/api/runs?status=idle,running,completed,deferred,errored,dead-letter,fenced&state=errored&total=true&limit=1", want: []int{200}},
+		{name: "every status and the state", method: "GET", target: "/api/runs?status=idle,running,waiting,completed,deferred,errored,dead-letter,fenced&state=errored&total=true&limit=1", want: []int{200}},
 		{name: "unknown status", method: "GET", target: "/api/runs?status=bogus", want: []int{400}},
 		// Cursors and limits.
 		{name: "cursor garbage", method: "GET", target: "/api/runs?cursor=zzz", want: []int{400}},
@@ -321,6 +323,19 @@ func bodyCases() []badCase {
 		{name: "emit", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":{"ok":true},"idempotencyKey":"k1"}`, want: []int{201}},
 		{name: "emit again, same key", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":{"ok":false},"idempotencyKey":"k1"}`, want: []int{200}},
 		{name: "resume garbage", method: "POST", target: "/api/runs/x/resume", body: `[[[`, want: []int{400}},
+		// Signals: refused before the store (SQLite holds no waiting run).
+		{name: "signal garbage", method: "POST", target: "/api/signals", body: `{"key":`, want: []int{400}},
+		{name: "signal without a key", method: "POST", target: "/api/signals", body: `{"payload":{"ok":true}}`, want: []int{400}},
+		{name: "signal empty key", method: "POST", target: "/api/signals", body: `{"key":""}`, want: []int{400}},
+		{name: "signal key too long", method: "POST", target: "/api/signals", body: `{"key":"` + strings.Repeat("k", yella.MaxSignalKeyBytes+1) + `"}`, want: []int{400}},
+		{name: "signal unknown field", method: "POST", target: "/api/signals", body: `{"key":"k","runId":"x"}`, want: []int{400}},
+		{name: "signal payload too deep", method: "POST", target: "/api/signals", body: `{"key":"k","payload":` + nested(9000) + `}`, want: []int{400}},
+		{name: "signal invalid UTF-8", method: "POST", target: "/api/signals", body: "{\"key\":\"k\",\"payload\":\"\xff\"}", want: []int{400}},
+		{name: "signal to an unknown run", method: "POST", target: "/api/runs/no-such-run/signal", body: `{"payload":1}`, want: []int{404}},
+		{name: "signal to a run not waiting", method: "POST", target: "/api/runs/{first}/signal", want: []int{409}},
+		{name: "signal to a run, garbage", method: "POST", target: "/api/runs/x/signal", body: `[[[`, want: []int{400}},
+		{name: "end wait of an unknown run", method: "POST", target: "/api/runs/no-such-run/end-wait", want: []int{404}},
+		{name: "end wait of a run not waiting", method: "POST", target: "/api/runs/{first}/end-wait", want: []int{409}},
 		{name: "requeue all, unknown parameter", method: "POST", target: "/api/dead-letters/requeue?proc=x", want: []int{400}},
 	}
 }
@@ -420,10 +435,10 @@ func TestBadInput(t *testing.T) {
 	// A cleanup, not a defer: it runs after the streams' bodies are closed
 	// (cleanups run last first), so a failing test does not hang on a stream.
 	t.Cleanup(srv.Close)
-	var deep string
+	var deep, first string // the deep payload's run; the first run admitted
 	for _, c := range badCases() {
 		t.Run(c.name, func(t *testing.T) {
-			c.target = strings.ReplaceAll(c.target, "{deep}", deep)
+			c.target = strings.NewReplacer("{deep}", deep, "{first}", first).Replace(c.target)
 			code, h, body := e.do(t, srv.URL, c)
 			ok := false
 			for _, w := range c.want {
@@ -438,10 +453,13 @@ func TestBadInput(t *testing.T) {
 			}
 			if c.method == "POST" && c.target == "/api/emit" && code == http.StatusCreated {
 				e.record(t, []byte(c.body), body)
+				var out httpapi.Emitted
+				json.Unmarshal(body, &out)
 				if c.name == "deep payload emit" {
-					var out httpapi.Emitted
-					json.Unmarshal(body, &out)
 					deep = out.Runs[0].ID
+				}
+				if first == "" {
+					first = out.Runs[0].ID
 				}
 			}
 			if c.check != nil {
@@ -527,6 +545,9 @@ func FuzzAPIRequest(f *testing.F) {
 	f.Add("GET", "/api/runs?limit=1000&status=completed,completed", "Bearer "+badToken, []byte(nil))
 	f.Add("POST", "/api/emit", "Bearer "+badToken, []byte(`{"event":"hook:received","payload":{"n":1}}`))
 	f.Add("POST", "/login", "", []byte("token="+badToken+"&next=/%5Cevil.example"))
+	f.Add("POST", "/api/signals", "Bearer "+badToken, []byte(`{"key":"","payload":{"n":1}}`))
+	f.Add("POST", "/api/runs/x/signal", "Bearer "+badToken, []byte(`{"payload":{"n":1}}`))
+	f.Add("POST", "/api/runs/x/end-wait", "Bearer "+badToken, []byte(nil))
 	e := newBadEnv(f)
 	f.Cleanup(func() { e.verify(f) })
 	f.Fuzz(func(t *testing.T, method, target, auth string, body []byte) {

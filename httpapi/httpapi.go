@@ -1,8 +1,10 @@
 // Package httpapi is Yella's JSON HTTP API: runs (filtered, paged), run
 // detail with timeline and effects, chains and traces, processes and the
 // event graph, the nodes sharing the store, the flow limits (rate limits
-// and per-key concurrency) with the keys holding runs back, emit, the operator actions
-// (retry, requeue, cancel, resume, complete an effect), metrics,
+// and per-key concurrency) with the keys holding runs back, emit, signals
+// (to the run waiting for a key, or to one waiting run), the operator
+// actions (retry, requeue, cancel, resume, complete an effect, end a
+// wait), metrics,
 // observability, and a Server-Sent Events stream of lifecycle events with
 // replay.
 //
@@ -179,6 +181,9 @@ func (a *API) routes() {
 		{"POST /api/runs/{id}/cancel", a.action(a.eng.Cancel)},
 		{"POST /api/runs/{id}/resume", a.resume},
 		{"POST /api/runs/{id}/complete-effect", a.completeEffect},
+		{"POST /api/runs/{id}/signal", a.signalRun},
+		{"POST /api/runs/{id}/end-wait", a.action(a.eng.EndWait)},
+		{"POST /api/signals", a.signal},
 		{"POST /api/dead-letters/requeue", a.requeueAll},
 		{"POST /api/fenced/resolve", a.resolveFenced},
 		{"GET /api/metrics", a.read(false, a.metrics)},
@@ -227,6 +232,7 @@ var statusOf = map[yella.Code]int{
 	yella.CodeInvalidQuery:           http.StatusBadRequest,
 	yella.CodeSchemaValidationFailed: http.StatusBadRequest,
 	yella.CodeInvalidConfig:          http.StatusBadRequest,
+	yella.CodeInvalidSignal:          http.StatusBadRequest,
 	yella.CodePayloadTooLarge:        http.StatusRequestEntityTooLarge,
 	yella.CodeUnknownEvent:           http.StatusUnprocessableEntity,
 	yella.CodeChainDepthExceeded:     http.StatusUnprocessableEntity,

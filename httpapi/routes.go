@@ -438,7 +438,8 @@ func (a *API) emit(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, r, status, out)
 }
 
-// action adapts an operator action on one run (retry, requeue, cancel).
+// action adapts an operator action on one run (retry, requeue, cancel,
+// end a wait).
 func (a *API) action(do func(context.Context, string) (yella.Run, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		run, err := do(r.Context(), r.PathValue("id"))
@@ -512,6 +513,84 @@ func (a *API) completeEffect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.reply(w, r, http.StatusOK, a.handlers().runOf(run))
+}
+
+// SignalRequest is the body of POST /api/signals.
+type SignalRequest struct {
+	// Key is the signal key (yella.WaitFor's signal): 1 to
+	// yella.MaxSignalKeyBytes bytes.
+	Key string `json:"key"`
+	// Payload is what the run's WaitFor returns, checked like an emitted
+	// payload; absent is null.
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// RunSignalRequest is the optional body of POST /api/runs/{id}/signal.
+type RunSignalRequest struct {
+	// Payload is what the run's WaitFor returns; absent is null.
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// signal sends a signal to the run waiting for its key, or has it kept.
+func (a *API) signal(w http.ResponseWriter, r *http.Request) {
+	var req SignalRequest
+	if err := decode(r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.Key == "" {
+		a.fail(w, r, badRequest("MISSING_KEY", `the "key" field is required`))
+		return
+	}
+	res, err := a.eng.Signal(r.Context(), req.Key, payloadArg(req.Payload))
+	a.answerSignal(w, r, res, err, "signal", logged(req.Key))
+}
+
+// signalRun ends the wait of the run in the path with a signal.
+func (a *API) signalRun(w http.ResponseWriter, r *http.Request) {
+	var req RunSignalRequest
+	if err := decode(r, &req, true); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.eng.SignalRun(r.Context(), r.PathValue("id"), payloadArg(req.Payload))
+	a.answerSignal(w, r, res, err)
+}
+
+// answerSignal logs a signal (the run it woke, or the run in the path)
+// and answers with what it did.
+func (a *API) answerSignal(w http.ResponseWriter, r *http.Request, res yella.SignalResult, err error, attrs ...any) {
+	runs := []string{}
+	switch {
+	case res.RunID != "":
+		runs = append(runs, res.RunID)
+	case r.PathValue("id") != "":
+		runs = append(runs, r.PathValue("id"))
+	}
+	a.logMutation(r, runs, err, append(attrs, "kept", res.Kept)...)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.reply(w, r, http.StatusOK, Signalled{RunID: res.RunID, Kept: res.Kept})
+}
+
+// payloadArg is a request's optional JSON payload for the engine: nil
+// (untyped) when absent.
+func payloadArg(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
+}
+
+// logged bounds a client's string in the mutation log: a refused key can
+// be as long as the body.
+func logged(s string) string {
+	if len(s) > yella.MaxSignalKeyBytes {
+		return s[:yella.MaxSignalKeyBytes] + "…"
+	}
+	return s
 }
 
 // ResolveFencedRequest is the body of POST /api/fenced/resolve.

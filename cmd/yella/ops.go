@@ -24,7 +24,7 @@ func jsonArg(pos []string, i int, what string) (json.RawMessage, error) {
 	return json.RawMessage(pos[i]), nil
 }
 
-// opCmd is retry or cancel: one run, no body.
+// opCmd is retry, cancel or end-wait: one run, no body.
 func opCmd(op string) func(context.Context, []string, io.Writer, io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(op, stdout)
@@ -59,6 +59,62 @@ func runAction(ctx context.Context, t *target, op, id string, stdout io.Writer) 
 		return err
 	}
 	fmt.Fprintf(stdout, "run %s (%s): %s\n", r.ID, r.Process, r.Status)
+	return nil
+}
+
+// signalCmd sends a signal to the run waiting for a key, or to one
+// waiting run (--run).
+func signalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("signal", stdout)
+	var t target
+	t.flags(fs, stderr)
+	run := fs.String("run", "", "send the signal to the run `ID` only (it must be waiting for a signal), instead of to the run waiting for a key")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	var key string
+	switch {
+	case *run == "" && (len(pos) < 1 || len(pos) > 2):
+		return usagef("signal needs a key and, optionally, a JSON payload: yella signal KEY [JSON payload], or yella signal --run ID [JSON payload]")
+	case *run == "" && pos[0] == "":
+		return usagef("the signal key is empty")
+	case *run == "":
+		key, pos = pos[0], pos[1:]
+	case len(pos) > 1:
+		return usagef("with --run, signal takes only a JSON payload: yella signal --run ID [JSON payload]")
+	}
+	payload, err := jsonArg(pos, 0, "payload")
+	if err != nil {
+		return err
+	}
+	c, err := t.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	var out httpapi.Signalled
+	if *run != "" {
+		err = c.call(ctx, "POST", "/api/runs/"+url.PathEscape(*run)+"/signal", httpapi.RunSignalRequest{Payload: payload}, &out)
+	} else {
+		err = c.call(ctx, "POST", "/api/signals", httpapi.SignalRequest{Key: key, Payload: payload}, &out)
+	}
+	if err != nil {
+		return err
+	}
+	if t.json {
+		return printJSON(stdout, out)
+	}
+	switch {
+	case *run != "":
+		fmt.Fprintf(stdout, "signalled run %s: its wait ended and it runs again\n", out.RunID)
+	case out.RunID != "":
+		fmt.Fprintf(stdout, "signal %s ended the wait of run %s: it runs again\n", showKey(key), out.RunID)
+	case out.Kept:
+		fmt.Fprintf(stdout, "no run waits for %s: the signal is kept for the next wait on it\n", showKey(key))
+	default:
+		fmt.Fprintf(stdout, "no run waits for %s, and the engine keeps no signals: nothing was done\n", showKey(key))
+	}
 	return nil
 }
 
