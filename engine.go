@@ -283,7 +283,7 @@ func pendingItems(ps []store.Pending) []dispatch.Item {
 	items := make([]dispatch.Item, len(ps))
 	for i, p := range ps {
 		items[i] = dispatch.Item{ID: p.ID, Seq: p.Seq, Rank: store.Rank(p.CreatedAt, p.Priority), Process: p.Process,
-			Correlation: p.CorrelationID, RetryAt: p.RetryAt, RateKey: p.RateKey, ConcKey: p.ConcurrencyKey}
+			Correlation: p.CorrelationID, RetryAt: p.RetryAt, RateKey: p.RateKey, ConcKey: p.ConcurrencyKey, Waiting: p.Waiting}
 	}
 	return items
 }
@@ -323,7 +323,8 @@ func (e *Engine) isState(s engineState) bool {
 }
 
 // Drain waits until this engine has no idle or running run left (delayed
-// retries included; deferred runs count as done), or ctx ends, which gives
+// retries included; deferred runs count as done; waiting runs are not
+// waited for: they hold nothing and may wait for days), or ctx ends, which gives
 // an error with CodeDrainTimeout. Runs owned by other engine instances are
 // not waited for.
 func (e *Engine) Drain(ctx context.Context) error {
@@ -609,7 +610,8 @@ func (e *Engine) enqueue(items ...dispatch.Item) {
 
 func itemOf(r *store.Run) dispatch.Item {
 	return dispatch.Item{ID: r.ID, Seq: r.Seq, Rank: store.Rank(r.CreatedAt, r.Priority), Process: r.Process,
-		Correlation: r.CorrelationID, RetryAt: r.RetryAt, RateKey: r.RateKey, ConcKey: r.ConcurrencyKey}
+		Correlation: r.CorrelationID, RetryAt: r.RetryAt, RateKey: r.RateKey, ConcKey: r.ConcurrencyKey,
+		Waiting: r.Status == store.StatusWaiting}
 }
 
 func runEvent(r *store.Run) Event {

@@ -133,10 +133,10 @@ func suspendCases() []Case {
 			h.WaitStatus(id, store.StatusWaiting)
 			h.Reopen()
 			e = h.Started(slowClock, proc)
-			clk.Advance(47 * time.Hour)
+			clk.Advance(48*time.Hour - time.Second)
 			time.Sleep(50 * time.Millisecond)
-			Expect(h, "still waiting", h.Run(id).Status, store.StatusWaiting)
-			clk.Advance(time.Hour)
+			Expect(h, "still waiting a second before its time", h.Run(id).Status, store.StatusWaiting)
+			clk.Advance(time.Second)
 			h.WaitStatus(id, store.StatusCompleted)
 			h.Drain(e)
 			Expect(h, "after once", calls.get("after"), 1)
@@ -351,6 +351,31 @@ func suspendCases() []Case {
 			ExpectCode(h, "too long", err, yella.CodeInvalidSignal)
 			_, err = e.Signal(h.Ctx(), "k", make(chan int))
 			ExpectCode(h, "payload", err, yella.CodeInvalidPayload)
+		}},
+	}
+}
+
+// drainWaitCases: Drain does not wait for waiting runs.
+func drainWaitCases() []Case {
+	return []Case{
+		Case{Name: "Waits/DrainSkipsWaiting", Durable: true, Note: "new: Drain returns while runs sleep or wait for a signal (they hold nothing and may wait for days), before and after a restart", Fn: func(h *H) {
+			h.Fake()
+			proc := yella.Process{Name: "p", On: "ev", Run: func(c *yella.Ctx) yella.Result {
+				if err := yella.Sleep(c, "nap", time.Hour); err != nil {
+					return c.Error(err)
+				}
+				return c.OK(nil)
+			}}
+			e := h.Started(slowClock, proc)
+			id := h.One(e, "ev", nil)
+			h.WaitStatus(id, store.StatusWaiting)
+			h.Drain(e)
+			h.Reopen()
+			e = h.Started(slowClock, proc)
+			h.Drain(e)
+			Expect(h, "still waiting", h.Run(id).Status, store.StatusWaiting)
+			h.Clock.Advance(time.Hour)
+			h.WaitStatus(id, store.StatusCompleted)
 		}},
 	}
 }

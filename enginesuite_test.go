@@ -51,6 +51,7 @@ var engineSuite = []func() []Case{
 	cronCases,      // enginesuite_cron_test.go: schedules
 	suspendCases,   // enginesuite_suspend_test.go: waits and signals
 	childrenCases,  // enginesuite_children_test.go: children and joins
+	drainWaitCases, // enginesuite_suspend_test.go: Drain and waiting runs
 }
 
 // engineStores are the stores the engine suite runs on.

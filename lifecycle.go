@@ -117,8 +117,12 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 // requeue queues run r anew: an entry queued for it earlier (a waiting
 // run's deadline) is replaced by r's.
 func (e *Engine) requeue(r *store.Run) {
-	e.disp.Remove(r.ID)
-	e.enqueue(itemOf(r))
+	if e.node == nil && e.lookup(r.Process) != nil {
+		e.disp.Replace(itemOf(r))
+	} else {
+		e.disp.Remove(r.ID)
+		e.enqueue(itemOf(r))
+	}
 	e.wakeWaiters()
 }
 

@@ -264,8 +264,22 @@ func (e *Engine) waitChain(ctx context.Context, corr string) error {
 		if err != nil {
 			return storeErr("emit and wait", corr, err)
 		}
-		if !slices.ContainsFunc(runs, func(r store.Run) bool { return r.Status == store.StatusWaiting }) {
+		// Runs of processes this engine does not handle are not waited for
+		// (their engine may never come), unless they wait.
+		if !slices.ContainsFunc(runs, func(r store.Run) bool {
+			return r.Status == store.StatusWaiting || !r.Status.Final() && e.lookup(r.Process) != nil
+		}) {
 			return nil
+		}
+		if !slices.ContainsFunc(runs, func(r store.Run) bool { return r.Status == store.StatusWaiting }) {
+			// Idle or running, and not queued here a moment ago: it is
+			// being queued (or ran on its way to final); look again.
+			select {
+			case <-time.After(time.Millisecond):
+			case <-ctx.Done():
+				return &Error{Code: CodeDrainTimeout, Op: "emit and wait", Msg: "chain " + corr + " still active", Err: ctx.Err()}
+			}
+			continue
 		}
 		select {
 		case <-woken:

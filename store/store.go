@@ -495,6 +495,8 @@ type Pending struct {
 	Priority       int
 	RateKey        string
 	ConcurrencyKey string
+	// Waiting: a waiting run, due at its deadline (RetryAt).
+	Waiting bool
 }
 
 // Order of a run listing.

@@ -703,7 +703,8 @@ func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pe
 		}
 		if s.runs[r.ID] == r && (r.Status == store.StatusIdle || r.Status == store.StatusWaiting && !r.RetryAt.IsZero()) {
 			out = append(out, store.Pending{ID: r.ID, Seq: r.Seq, Process: r.Process, CorrelationID: r.CorrelationID, RetryAt: r.RetryAt,
-				CreatedAt: r.CreatedAt, Priority: r.Priority, RateKey: r.RateKey, ConcurrencyKey: r.ConcurrencyKey})
+				CreatedAt: r.CreatedAt, Priority: r.Priority, RateKey: r.RateKey, ConcurrencyKey: r.ConcurrencyKey,
+				Waiting: r.Status == store.StatusWaiting})
 		}
 	}
 	return out, nil

@@ -70,10 +70,10 @@ var (
 	// read in seq order from its own index and merged (a MERGE of the
 	// UNION ALL): no sort, and no read of the runs that wait without a
 	// deadline.
-	pendingSQL = `SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key
+	pendingSQL = `SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key, 0
 		FROM runs INDEXED BY runs_status WHERE status = 'idle' AND seq > ?1
 		UNION ALL
-		SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key
+		SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key, 1
 		FROM runs INDEXED BY runs_wait_due WHERE status = 'waiting' AND retry_at IS NOT NULL AND seq > ?1
 		ORDER BY seq LIMIT ?2`
 	// waiterSQL finds the run a signal wakes: the first admitted of those

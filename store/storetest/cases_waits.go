@@ -111,6 +111,8 @@ func waitCases() []Case {
 			expect(h, "wait record", e.Status, store.EffectWaiting)
 			at, ok := pendingIDs(h)[r.ID]
 			expect(h, "pending with its deadline", ok && at.Equal(until), true)
+			ps, _ := h.St.Pending(h.Ctx(), 0, 10)
+			expect(h, "pending as waiting", len(ps) == 1 && ps[0].Waiting, true)
 			expect(h, "claim before the deadline", len(h.claimAt(r.ID, until.Add(-time.Nanosecond))), 0)
 			rs := h.claimAt(r.ID, until)
 			if len(rs) != 1 {
