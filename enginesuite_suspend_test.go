@@ -263,7 +263,7 @@ func suspendCases() []Case {
 				n, _ := h.St.CountRuns(h.Ctx(), store.RunFilter{Statuses: []store.Status{store.StatusWaiting}, Limit: 1})
 				return n == 200
 			})
-			for i := range 200 {
+			for i := 199; i >= 0; i-- { // the last admitted first: each signal finds its own run
 				if _, err := e.Signal(h.Ctx(), fmt.Sprint("order:", i), approval{By: fmt.Sprint(i)}); err != nil {
 					h.Fatal(err)
 				}

@@ -206,6 +206,8 @@ func waitCases() []Case {
 		// first first; a third signal is kept.
 		{Name: "Store/Waits/TwoWaiters", Fn: func(h *H) {
 			now := h.Now()
+			other := h.Claim(h.Admit("p", "e", nil).ID, "o", time.Minute)
+			h.mustWait(other, "w", "another key", now, time.Time{}) // admitted first, on another key
 			a := h.Claim(h.Admit("p", "e", nil).ID, "o", time.Minute)
 			b := h.Claim(h.Admit("p", "e", nil).ID, "o", time.Minute)
 			h.mustWait(b, "w", "k", now, time.Time{}) // b waits first, a was admitted first
@@ -224,6 +226,7 @@ func waitCases() []Case {
 			expect(h, "b's payload", string(h.effectOf(b.ID, "w").Output), "1")
 			c := h.Claim(h.Admit("p", "e", nil).ID, "o", time.Minute)
 			w := h.mustWait(c, "w", "k", now.Add(3*time.Second), time.Time{})
+			expect(h, "the run waiting on another key still waits", h.Run(other.ID).Status, store.StatusWaiting)
 			expect(h, "third kept for the next wait", w.Status, store.StatusIdle)
 			expect(h, "third payload", string(h.effectOf(c.ID, "w").Output), "2")
 		}},

@@ -325,6 +325,27 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Waits/WaitingIsSticky")},
 	},
 	{
+		Name:      "wait-ignores-kept-signal",
+		Guarantee: "a signal sent before its wait begins is kept and delivered to it",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "	signalled := sig.seq != 0 && rule.Signalled != \"\"",
+			New:  "	signalled := false && sig.seq != 0 && rule.Signalled != \"\"",
+		}},
+		Tests: []Test{sqlStore("Store/Waits/SignalBeforeWait"), sqlStore("Store/Waits/SignalRacesWait"), sqlConf("Waits/SignalBeforeWait"),
+			Test{Pkg: ".", Run: "^TestCrashWaits$", Timeout: 5 * time.Minute}.full()},
+	},
+	{
+		Name:      "signal-wakes-any-run",
+		Guarantee: "a signal ends the wait of a run waiting for its key, once",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "waiterSQL = `SELECT seq FROM runs WHERE status = 'waiting' AND wait_key = ? ORDER BY seq LIMIT 1`",
+			New:  "waiterSQL = `SELECT seq FROM runs WHERE status = 'waiting' AND (wait_key = ? OR 1) ORDER BY seq LIMIT 1`",
+		}},
+		Tests: []Test{sqlStore("Store/Waits/TwoWaiters"), sqlConf("Waits/NoSlotHeld"), Test{Pkg: ".", Run: "^TestCrashWaits$", Timeout: 5 * time.Minute}.full()},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{
