@@ -52,6 +52,7 @@ var engineSuite = []func() []Case{
 	suspendCases,   // enginesuite_suspend_test.go: waits and signals
 	childrenCases,  // enginesuite_children_test.go: children and joins
 	drainWaitCases, // enginesuite_suspend_test.go: Drain and waiting runs
+	groupCases,     // enginesuite_groups_test.go: Singleton, Debounce, paused schedules
 }
 
 // engineStores are the stores the engine suite runs on.

@@ -156,6 +156,11 @@ func (e *Engine) admitted(a *store.Admission, res store.AdmitResult) {
 	for _, d := range res.Dropped {
 		e.publishDrop(a.Event, d.Process, a.CorrelationID)
 	}
+	for i := range res.Grouped {
+		if g := &res.Grouped[i]; g.Status == store.StatusIdle && g.Attempts == 0 {
+			e.requeue(g) // debounced: queued for its new start
+		}
+	}
 }
 
 // stop takes a run an operator ended from the dispatcher, or cancels the

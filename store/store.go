@@ -254,6 +254,9 @@ type Run struct {
 	// WaitKey is the signal key a waiting run waits for ("" for a sleep,
 	// and for a run that is not waiting).
 	WaitKey string
+	// GroupKey is the key of the run's group (NewRun.GroupKey; "" for
+	// none), fixed at admission.
+	GroupKey string
 }
 
 // State returns the raw state of the run.
@@ -311,7 +314,36 @@ type NewRun struct {
 	Priority       int
 	RateKey        string
 	ConcurrencyKey string
+	// GroupKey, when set, groups the run with the runs of its process
+	// admitted with the same key, and Group says what the admission does
+	// when one of them is still to run (see GroupPolicy).
+	GroupKey string
+	Group    GroupPolicy
 }
+
+// GroupPolicy says what an admission does when its process has a run of
+// the same group key (NewRun.GroupKey) that is still to run. The group's
+// run stands in for the new one: nothing is admitted for the process, and
+// AdmitResult.Grouped lists that run (as it is after the admission). It is
+// decided after the idempotency key and before the process's cap; with
+// several runs of the group, the latest admitted stands in.
+type GroupPolicy uint8
+
+// Group policies.
+const (
+	// GroupNone: the run is admitted whatever else holds its key (the key
+	// is only stored).
+	GroupNone GroupPolicy = iota
+	// GroupSingleton: a run of the group that is idle, running or waiting
+	// stands in, unchanged: at most one run per key is to run at a time.
+	GroupSingleton
+	// GroupDebounce: a run of the group that is idle and has never started
+	// (Attempts 0) takes the admission's payload, context and start time
+	// (Admission.NotBefore, or at once): only the latest event of a burst
+	// runs, when the burst has been quiet for its window. A group whose
+	// run has started admits a new run.
+	GroupDebounce
+)
 
 // Admission creates the runs of one emission atomically.
 type Admission struct {
@@ -342,6 +374,11 @@ type AdmitResult struct {
 	// them. Only ID, Process, Event, IdempotencyKey, CreatedAt and Status
 	// are set; Status is completed, the only status retention deletes.
 	Pruned []Run
+	// Grouped: runs of the same group key that stood in for the new ones
+	// (see GroupPolicy), as they are after the admission: a debounced run
+	// with its new payload and start time. Payload and Context are left
+	// nil.
+	Grouped []Run
 }
 
 // ClaimRequest claims idle runs for execution.
@@ -636,6 +673,15 @@ type Store interface {
 	// kept. A signal reaches at most one wait, once: a kept signal is
 	// consumed by the wait action that finds it.
 	Signal(ctx context.Context, req SignalRequest) (SignalResult, error)
+
+	// PauseSchedule records schedule name as paused since now (paused; a
+	// paused schedule keeps the time of its first pause), or removes the
+	// record (not paused). It is the engines' shared
+	// memory of a pause: it outlives them and the schedule's declaration.
+	PauseSchedule(ctx context.Context, name string, paused bool, now time.Time) error
+	// PausedSchedules returns the paused schedules' names with the time
+	// each was paused.
+	PausedSchedules(ctx context.Context) (map[string]time.Time, error)
 
 	// Run returns one run, or ErrNotFound.
 	Run(ctx context.Context, id string) (Run, error)

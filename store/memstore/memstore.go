@@ -40,6 +40,7 @@ type Store struct {
 	rollups   map[rollupKey]*store.Rollup
 	rates     map[string]time.Time    // rate key → latest theoretical arrival time claimed
 	signals   map[string][]keptSignal // signal key → kept signals, oldest first
+	paused    map[string]time.Time    // paused schedules
 	errors    []store.ErrorRecord
 	errSeq    int64
 }
@@ -73,6 +74,7 @@ func New() *Store {
 		rollups:  map[rollupKey]*store.Rollup{},
 		rates:    map[string]time.Time{},
 		signals:  map[string][]keptSignal{},
+		paused:   map[string]time.Time{},
 	}
 }
 
@@ -172,6 +174,19 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 				continue
 			}
 		}
+		if g := s.groupRun(nr); g != nil {
+			if nr.Group == store.GroupDebounce {
+				g.Payload, g.Context, g.RetryAt = cloneRaw(a.Payload), cloneRaw(a.Context), time.Time{}
+				if a.NotBefore.After(a.Now) {
+					g.RetryAt = a.NotBefore
+				}
+				s.appendTimeline(g, a.Now, "", "", "debounced")
+			}
+			gr := cloneRun(g)
+			gr.Payload, gr.Context = nil, nil
+			res.Grouped = append(res.Grouped, gr)
+			continue
+		}
 		if nr.Limit > 0 && s.active[nr.Process] >= nr.Limit {
 			res.Dropped = append(res.Dropped, nr)
 			continue
@@ -182,7 +197,7 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 			CorrelationID: a.CorrelationID, ParentID: a.ParentID, Depth: a.Depth,
 			Payload: cloneRaw(a.Payload), Context: cloneRaw(a.Context),
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: a.Now,
-			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey,
+			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, GroupKey: nr.GroupKey,
 		}
 		if a.NotBefore.After(a.Now) {
 			r.RetryAt = a.NotBefore
@@ -204,6 +219,58 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 		res.Admitted = append(res.Admitted, cloneRun(r))
 	}
 	return res, nil
+}
+
+// groupRun is the run of nr's group that stands in for it under its
+// policy (the latest admitted), or nil. A memory store scans its runs.
+func (s *Store) groupRun(nr store.NewRun) *store.Run {
+	if nr.GroupKey == "" || nr.Group == store.GroupNone {
+		return nil
+	}
+	for i := len(s.order) - 1; i >= 0; i-- {
+		r := s.order[i]
+		if s.runs[r.ID] != r || r.Process != nr.Process || r.GroupKey != nr.GroupKey {
+			continue
+		}
+		switch nr.Group {
+		case store.GroupSingleton:
+			if r.Status.Active() || r.Status == store.StatusWaiting {
+				return r
+			}
+		case store.GroupDebounce:
+			if r.Status == store.StatusIdle && r.Attempts == 0 {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// PauseSchedule implements store.Store.
+func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool, now time.Time) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.paused[name]; paused && !ok {
+		s.paused[name] = now
+	} else if !paused {
+		delete(s.paused, name)
+	}
+	return nil
+}
+
+// PausedSchedules implements store.Store.
+func (s *Store) PausedSchedules(ctx context.Context) (map[string]time.Time, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := make(map[string]time.Time, len(s.paused))
+	for k, v := range s.paused {
+		out[k] = v
+	}
+	return out, nil
 }
 
 func (s *Store) deleteRun(r *store.Run) {

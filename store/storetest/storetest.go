@@ -63,6 +63,7 @@ var suite = []func() []Case{
 	guaranteeCases,  // cases_guarantees.go: store-level reliability guarantees
 	batchCases,      // cases_batch.go: several admissions in one transaction
 	waitCases,       // cases_waits.go: waits, signals and their deadlines
+	groupCases,      // cases_groups.go: singleton and debounce admissions, paused schedules
 	// The run lifecycle's transition-table cases go here.
 }
 
