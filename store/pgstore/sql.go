@@ -43,6 +43,16 @@ var (
 	updCols, updColsR = fmt.Sprintf(updColsT, ""), fmt.Sprintf(updColsT, "r.")
 )
 
+// stillRunning is the status test of a batch's attempt ends and effect
+// starts on the run r, found by its primary key (seq = ANY). It is
+// spelled IS TRUE so that the planner cannot prove from it the predicate
+// of runs_running and read that index instead: on a table whose
+// statistics lag behind (a new one has none) the estimate of that
+// index's scan depends on the row width it guesses, and a wider row
+// makes it look cheaper than a batch's lookups by key, while the index
+// holds an entry for every run that ran since the last vacuum.
+const stillRunning = `(r.status = 'running') IS TRUE`
+
 // implicitEnd, on a row of an attempt end's RETURNING (with the end's
 // time, at, and timeline note), says that the attempt's two timeline
 // entries are implicit: the first attempt (entries 2 and 3, after the
@@ -209,7 +219,7 @@ func newQueries(schema string) queries {
 				completed_at = i.completed_at,
 				version = CASE WHEN i.version = '' THEN r.version ELSE i.version END,
 				tl = r.tl + 2
-			FROM i WHERE r.seq = ANY(ARRAY(SELECT seq FROM i)) AND r.seq = i.seq AND r.status = 'running' AND r.epoch = i.epoch
+			FROM i WHERE r.seq = ANY(ARRAY(SELECT seq FROM i)) AND r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch
 			RETURNING i.ord, i.at, i.note, ` + updColsR + `),
 		x AS (SELECT * FROM u WHERE NOT (` + implicitEnd + `)),
 		t AS (
@@ -228,7 +238,7 @@ func newQueries(schema string) queries {
 			JOIN $S.run_ids m ON m.id = i.id),
 		i AS (
 			SELECT m.ord, r.seq, m.key, r.epoch, m.at
-			FROM m JOIN $S.runs r ON r.seq = m.seq AND r.status = 'running' AND r.epoch = m.epoch
+			FROM m JOIN $S.runs r ON r.seq = m.seq AND ` + stillRunning + ` AND r.epoch = m.epoch
 			WHERE r.seq = ANY(ARRAY(SELECT seq FROM m))),
 		w AS (
 			INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
