@@ -133,17 +133,22 @@ func emitConcurrently(b *testing.B, eng *yella.Engine, n, emitters int) {
 // backlog of 10,000 idle runs in front of it: of a process without flow
 // limits (plain: the backlog is claimable, the claim takes its first run),
 // and of a concurrency key at its limit, which the flow claim passes over
-// to claim a later run of another key (busy-key). Reports claims per
-// second (the run's admission and completion are outside the timer):
+// to claim a later run of another key (busy-key); and with 10,000 runs
+// of the process waiting until an hour later instead (sleepers: the
+// claim takes the one idle run). Reports
+// claims per second (the run's admission and completion are outside the
+// timer):
 //
 //	go test -run '^$' -bench ClaimNextFlow -benchtime 500x ./store/pgstore
 func BenchmarkClaimNextFlow(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		flow map[string]store.Flow
+		name     string
+		flow     map[string]store.Flow
+		sleepers bool
 	}{
-		{"plain", nil},
-		{"busy-key", map[string]store.Flow{"p": {KeyConcurrency: 1}}},
+		{"plain", nil, false},
+		{"busy-key", map[string]store.Flow{"p": {KeyConcurrency: 1}}, false},
+		{"sleepers", nil, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -165,6 +170,12 @@ func BenchmarkClaimNextFlow(b *testing.B) {
 			}
 			for range 10 {
 				admitKeyed("a", 1000)
+			}
+			if c.sleepers { // as the wait action leaves them, without a claim and a wait each
+				if _, err := st.Pool().Exec(ctx, "UPDATE "+st.Schema()+".runs SET status = 'waiting', retry_at = $1 WHERE status = 'idle'",
+					now.Add(time.Hour).UnixNano()); err != nil {
+					b.Fatal(err)
+				}
 			}
 			if _, err := st.Pool().Exec(ctx, "ANALYZE "+st.Schema()+".runs"); err != nil {
 				b.Fatal(err)
