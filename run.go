@@ -154,6 +154,9 @@ type Run struct {
 	// Signal is, for a waiting run, the signal key it waits for
 	// (Engine.Signal); "" while it sleeps, and for other runs.
 	Signal string
+	// Group is the Singleton or Debounce key the run was emitted with ("" for
+	// none).
+	Group string
 
 	// Owner is, while the run is running, the engine instance whose attempt
 	// holds it (that engine's Owner, Config.Owner); "" otherwise.
@@ -219,7 +222,7 @@ func runOf(r store.Run) Run {
 		IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts, RetryAt: r.RetryAt,
 		Owner: r.LeaseOwner, LeaseExpires: r.LeaseExpires, Epoch: r.Epoch,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: r.Version,
-		Priority: r.Priority, Signal: r.WaitKey,
+		Priority: r.Priority, Signal: r.WaitKey, Group: r.GroupKey,
 	}
 	if r.RateKey != "" {
 		out.RateLimit, out.RateKey = splitKey(r.RateKey)

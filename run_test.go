@@ -32,6 +32,7 @@ func TestRunOf(t *testing.T) {
 		IdempotencyKey: "k", Attempts: 3, Epoch: 4, RetryAt: t0.Add(1), LeaseOwner: "engine-a",
 		LeaseExpires: t0.Add(2), CreatedAt: t0.Add(3), StartedAt: t0.Add(4), CompletedAt: t0.Add(5), Version: "v2",
 		Priority: 5, RateKey: "openai\x1ftenant-1", ConcurrencyKey: "crawl\x1fexample.com", WaitKey: "order:1",
+		GroupKey: "user-1",
 	}
 	allSet(t, "store.Run", in)
 	want := Run{
@@ -41,7 +42,7 @@ func TestRunOf(t *testing.T) {
 		IdempotencyKey: "k", Attempts: 3, Epoch: 4, RetryAt: t0.Add(1), Owner: "engine-a",
 		LeaseExpires: t0.Add(2), CreatedAt: t0.Add(3), StartedAt: t0.Add(4), CompletedAt: t0.Add(5), Version: "v2",
 		Priority: 5, RateLimit: "openai", RateKey: "tenant-1", ConcurrencyLimit: "crawl", ConcurrencyKey: "example.com",
-		Signal: "order:1",
+		Signal: "order:1", Group: "user-1",
 	}
 	got := runOf(in)
 	// Waiting comes from the engine's queue or the wait's record, not the
