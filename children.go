@@ -197,7 +197,7 @@ func Join[K EffectKey](c *Ctx, key K, ids []string, k int) ([]JoinResult, error)
 	return nil, err
 }
 
-func joinWaitKey(jk string, n int) string { return jk + "\x00wait\x00" + strconv.Itoa(n) }
+func joinWaitKey(jk string, n int) string { return jk + "/wait/" + strconv.Itoa(n) }
 
 // joinSignal is the signal key a run waiting in Join waits for: its
 // children's ends send it.

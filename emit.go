@@ -182,8 +182,8 @@ func (e *Engine) admission(event string, payload any, o emitOpts) (*store.Admiss
 	if o.delay < 0 {
 		return nil, &Error{Code: CodeInvalidConfig, Field: "Delay", Msg: fmt.Sprintf("delay must not be negative, got %v", o.delay)}
 	}
-	if o.policy != store.GroupNone && (o.group == "" || len(o.group) > MaxGroupKeyBytes) {
-		return nil, &Error{Code: CodeInvalidConfig, Field: "Group", Msg: fmt.Sprintf("a Singleton or Debounce key must have 1 to %d bytes, got %d", MaxGroupKeyBytes, len(o.group))}
+	if o.policy != store.GroupNone && (o.group == "" || len(o.group) > MaxGroupKeyBytes || checkKey("", "", o.group) != nil) {
+		return nil, &Error{Code: CodeInvalidConfig, Field: "Group", Msg: fmt.Sprintf("a Singleton or Debounce key must be 1 to %d bytes of UTF-8 without NUL, got %d bytes", MaxGroupKeyBytes, len(o.group))}
 	}
 	if o.window < 0 {
 		return nil, &Error{Code: CodeInvalidConfig, Field: "Debounce", Msg: fmt.Sprintf("debounce window must not be negative, got %v", o.window)}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -343,11 +344,34 @@ func suspendCases() []Case {
 			r := h.WaitStatus(id, store.StatusCompleted)
 			Expect(h, "attempts: the failure and the success", r.Attempts, 2)
 		}},
-		Case{Name: "Waits/BadSignalKey", Note: "new: an empty or oversized signal key is refused with CodeInvalidSignal", Fn: func(h *H) {
-			e := h.Started(yella.Config{}, yella.Process{Name: "x", On: "x", Run: Noop})
-			_, err := e.Signal(h.Ctx(), "", nil)
+		Case{Name: "Waits/BadKeys", Note: "new: an empty, oversized, NUL-holding or invalid UTF-8 signal key is refused with CodeInvalidSignal; an effect or wait key with a NUL byte or invalid UTF-8 with CodeInvalidPayload, and its body never runs, on every store", Fn: func(h *H) {
+			var bodies atomic.Int32
+			var codes = make(chan yella.Code, 3)
+			e := h.Started(yella.Config{}, yella.Process{Name: "x", On: "x", Run: Noop}, yella.Process{Name: "k", On: "k", Run: func(c *yella.Ctx) yella.Result {
+				_, err := yella.Effect(c, "a\x00b", func(context.Context) (int, error) { bodies.Add(1); return 1, nil })
+				codes <- yella.CodeOf(err)
+				_, err = yella.Effect(c, "bad \xff", func(context.Context) (int, error) { bodies.Add(1); return 1, nil })
+				codes <- yella.CodeOf(err)
+				codes <- yella.CodeOf(yella.Sleep(c, "nap\x00", time.Hour))
+				_, err = yella.Effect(c, yella.MakeKey("a\x00b", "c"), func(context.Context) (int, error) { return 1, nil })
+				if err != nil {
+					return c.Fail(err)
+				}
+				return c.OK(nil)
+			}})
+			id := h.One(e, "k", nil)
+			for i := range 3 {
+				Expect(h, fmt.Sprint("bad key ", i), <-codes, yella.CodeInvalidPayload)
+			}
+			h.WaitStatus(id, store.StatusCompleted)
+			Expect(h, "no body ran", bodies.Load(), int32(0))
+			_, err := e.Signal(h.Ctx(), "a\x00b", nil)
+			ExpectCode(h, "NUL", err, yella.CodeInvalidSignal)
+			_, err = e.Signal(h.Ctx(), "\xff", nil)
+			ExpectCode(h, "invalid UTF-8", err, yella.CodeInvalidSignal)
+			_, err = e.Signal(h.Ctx(), "", nil)
 			ExpectCode(h, "empty", err, yella.CodeInvalidSignal)
-			_, err = e.Signal(h.Ctx(), string(make([]byte, yella.MaxSignalKeyBytes+1)), nil)
+			_, err = e.Signal(h.Ctx(), strings.Repeat("k", yella.MaxSignalKeyBytes+1), nil)
 			ExpectCode(h, "too long", err, yella.CodeInvalidSignal)
 			_, err = e.Signal(h.Ctx(), "k", make(chan int))
 			ExpectCode(h, "payload", err, yella.CodeInvalidPayload)

@@ -61,8 +61,8 @@ const (
 	CodeInvalidQuery Code = "INVALID_QUERY"
 	// CodePanic: the handler panicked.
 	CodePanic Code = "HANDLER_PANIC"
-	// CodeInvalidSignal: a signal key that is empty or longer than
-	// MaxSignalKeyBytes.
+	// CodeInvalidSignal: a signal key that is empty, longer than
+	// MaxSignalKeyBytes, or holds invalid UTF-8 or a NUL byte.
 	CodeInvalidSignal Code = "INVALID_SIGNAL"
 )
 

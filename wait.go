@@ -122,6 +122,9 @@ func WaitFor[T any, K EffectKey](c *Ctx, key K, signal string, timeout time.Dura
 // ErrWaiting after noting the wait for the attempt's end. A wait with no
 // signal whose time has come returns over at once without recording.
 func (a *attempt) waitStep(op, k, signal string, until time.Time, over json.RawMessage) (json.RawMessage, error) {
+	if err := checkKey(op, "wait key", k); err != nil {
+		return nil, err
+	}
 	a.mu.Lock()
 	if err := a.fenceErr(op); err != nil {
 		a.mu.Unlock()
@@ -165,6 +168,8 @@ func checkSignalKey(key string) *Error {
 		return &Error{Code: CodeInvalidSignal, Msg: "signal key is empty"}
 	case len(key) > MaxSignalKeyBytes:
 		return &Error{Code: CodeInvalidSignal, Msg: fmt.Sprintf("signal key is %d bytes, more than %d", len(key), MaxSignalKeyBytes)}
+	case checkKey("", "", key) != nil:
+		return &Error{Code: CodeInvalidSignal, Msg: "signal key holds invalid UTF-8 or a NUL byte"}
 	}
 	return nil
 }
