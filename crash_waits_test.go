@@ -21,8 +21,9 @@ import (
 // Waits across crashes, with real processes: a child engine on a SQLite
 // file runs N runs that each record an effect, sleep until a time fixed in
 // their payload, wait for a signal (three in four; the fourth waits 1.5 s
-// for a signal never sent and times out), record a second effect and
-// complete with what the wait returned. The child sends the signals at
+// for a signal never sent and times out; one in five instead starts three
+// child runs and joins them), record a second effect and complete with
+// what the wait returned. The child sends the signals at
 // random moments, again after every restart (a signal sent twice is kept
 // for a wait that never comes). The parent kills the child with SIGKILL at
 // random moments and restarts it on the same file, then checks from the
@@ -79,6 +80,31 @@ func waitCrashChild(raw string) error {
 		if err := yella.SleepUntil(c, "nap", p.WakeAt); err != nil {
 			return c.Error(err)
 		}
+		if p.N%5 == 1 { // a fan-out of three children, joined
+			ids, err := yella.Children(c, "kids", "kid", []any{p.N * 10, p.N*10 + 1, p.N*10 + 2})
+			if err != nil {
+				return c.Error(err)
+			}
+			res, err := yella.Join(c, "kids", ids, 0)
+			if err != nil {
+				return c.Error(err)
+			}
+			sum := 0
+			for _, r := range res {
+				var v int
+				if r.Status == yella.StatusFenced {
+					continue // killed inside its effect's body: left to an operator
+				}
+				if err := r.Decode(&v); err != nil || !r.OK() {
+					return c.Fail(fmt.Errorf("child %s: %s %v", r.RunID, r.Status, err))
+				}
+				sum += v
+			}
+			if _, err := yella.Effect(c, "b", body(c, "b")); err != nil {
+				return c.Error(err)
+			}
+			return c.OK(sum)
+		}
 		timeout := time.Duration(0)
 		if p.N%4 == 0 {
 			timeout = 1500 * time.Millisecond
@@ -98,6 +124,15 @@ func waitCrashChild(raw string) error {
 	if err != nil {
 		return err
 	}
+	err = eng.Register(yella.Process{Name: "kid", On: "kid", Run: yella.Handle(func(c *yella.Ctx, v int) yella.Result {
+		if _, err := yella.Effect(c, "c", body(c, "c")); err != nil {
+			return c.Error(err)
+		}
+		return c.OK(v)
+	})})
+	if err != nil {
+		return err
+	}
 	ctx := context.Background()
 	if err := eng.Start(ctx); err != nil {
 		return err
@@ -111,7 +146,7 @@ func waitCrashChild(raw string) error {
 	fmt.Println("first")
 	rng := rand.New(rand.NewPCG(cfg.Seed, 1))
 	for _, n := range rng.Perm(cfg.Runs) {
-		if n%4 == 0 {
+		if n%4 == 0 || n%5 == 1 {
 			continue
 		}
 		time.Sleep(time.Duration(rng.IntN(4)) * time.Millisecond)
@@ -204,14 +239,14 @@ func TestCrashWaits(t *testing.T) {
 	}
 	defer st.Close()
 	ctx := context.Background()
-	all, err := st.Runs(ctx, store.RunFilter{Order: store.OldestFirst, Limit: runs + 1})
+	all, err := st.Runs(ctx, store.RunFilter{Process: "w", Order: store.OldestFirst, Limit: runs + 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(all) != runs {
 		t.Fatalf("%d runs stored, want %d", len(all), runs)
 	}
-	fenced, signalled, timedOut, waits := 0, 0, 0, 0
+	fenced, signalled, timedOut, joined, waits := 0, 0, 0, 0, 0
 	for _, r := range all {
 		var p waitCrashPayload
 		if err := json.Unmarshal(r.Payload, &p); err != nil {
@@ -231,9 +266,34 @@ func TestCrashWaits(t *testing.T) {
 			continue
 		}
 		want := strconv.Itoa(p.N)
-		if p.N%4 == 0 {
+		switch {
+		case p.N%5 == 1:
+			joined++
+			chain, err := st.Chain(ctx, r.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(chain) != 4 {
+				t.Errorf("run %d: a chain of %d runs, want itself and 3 children admitted once", p.N, len(chain))
+			}
+			sum := 0
+			for _, k := range chain[1:] {
+				n := bodies[k.ID+" c"]
+				switch {
+				case k.Status == store.StatusFenced && n == 1: // killed inside its effect's body
+					fenced++
+				case k.Status != store.StatusCompleted || n != 1:
+					t.Errorf("run %d: child %s is %s, its effect ran %d times", p.N, k.ID, k.Status, n)
+				default:
+					var v int
+					json.Unmarshal(k.Output, &v)
+					sum += v
+				}
+			}
+			want = strconv.Itoa(sum)
+		case p.N%4 == 0:
 			want, timedOut = `"timeout"`, timedOut+1
-		} else {
+		default:
 			signalled++
 		}
 		if string(r.Output) != want {
@@ -268,7 +328,7 @@ func TestCrashWaits(t *testing.T) {
 				woken++
 			}
 		}
-		if entered > 2 || woken > 1 {
+		if p.N%5 != 1 && (entered > 2 || woken > 1) {
 			t.Errorf("run %d: %d waits entered (want at most 2), %d signals received (want at most 1)", p.N, entered, woken)
 		}
 		if r.CompletedAt.Before(p.WakeAt) {
@@ -278,6 +338,6 @@ func TestCrashWaits(t *testing.T) {
 	if fenced > runs/20 {
 		t.Errorf("%d of %d runs fenced: more than kills inside effect bodies explain", fenced, runs)
 	}
-	t.Logf("%d kills, %d runs: %d completed with their signal, %d timed out, %d fenced by a kill inside an effect; %d waits entered",
-		kills, runs, signalled, timedOut, fenced, waits)
+	t.Logf("%d kills, %d runs: %d completed with their signal, %d timed out, %d joined their 3 children, %d fenced by a kill inside an effect; %d waits entered",
+		kills, runs, signalled, timedOut, joined, fenced, waits)
 }

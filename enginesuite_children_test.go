@@ -78,13 +78,17 @@ func childrenCases() []Case {
 		Case{Name: "Children/ChildRetriesThenSucceeds", Note: "new: a child failing then succeeding (its own retry policy) reaches the join as a success", Fn: func(h *H) {
 			var parentRuns atomic.Int32
 			var fails atomic.Int32
-			e := h.Started(yella.Config{}, fanOut(3, 0, &parentRuns), doubler(func(c *yella.Ctx, n int) yella.Result {
+			child := doubler(func(c *yella.Ctx, n int) yella.Result {
 				if n == 1 && c.Attempt() == 1 {
 					fails.Add(1)
 					return c.Error(errors.New("flaky"))
 				}
 				return c.OK(2 * n)
-			}))
+			})
+			// Its retry comes well after the parent waits: the child's end
+			// must wake it.
+			child.Retry.Backoff = yella.Fixed(300 * time.Millisecond)
+			e := h.Started(yella.Config{}, fanOut(3, 0, &parentRuns), child)
 			id := h.One(e, "batch", nil)
 			r := h.WaitStatus(id, store.StatusCompleted)
 			Expect(h, "failed once", fails.Load(), int32(1))

@@ -347,3 +347,65 @@ func Example_approval() {
 	// waiting for order:A-1001
 	// completed "approved by ann"
 }
+
+// A fan-out with a join: the crawl starts one child run per URL in its
+// chain and waits for all of them, holding no slot; each child fetches
+// with its own retry policy, and a failure reaches the crawl as a result
+// it handles.
+func Example_fanOut() {
+	ctx := context.Background()
+	st := memstore.New()
+	defer st.Close()
+	eng, err := yella.New(yella.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{Name: "crawl", On: "crawl:requested", Run: yella.Handle(func(c *yella.Ctx, urls []string) yella.Result {
+		payloads := make([]any, len(urls))
+		for i, u := range urls {
+			payloads[i] = u
+		}
+		ids, err := yella.Children(c, "fetch", "page:requested", payloads)
+		if err != nil {
+			return c.Error(err)
+		}
+		results, err := yella.Join(c, "fetch", ids, 0)
+		if err != nil {
+			return c.Error(err) // yella.ErrWaiting: the crawl waits for its children
+		}
+		fetched, failed := 0, 0
+		for _, r := range results {
+			if r.OK() {
+				fetched++
+			} else {
+				failed++
+			}
+		}
+		return c.OK(fmt.Sprintf("%d fetched, %d failed", fetched, failed))
+	})})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{Name: "fetch", On: "page:requested", Retry: &yella.Retry{Max: 2, Backoff: yella.Fixed(time.Millisecond)},
+		Run: yella.Handle(func(c *yella.Ctx, url string) yella.Result {
+			if url == "https://example.com/missing" {
+				return c.Fail(errors.New("404"))
+			}
+			return c.OK(len(url)) // an httpx.Do call in a real crawl
+		})})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Stop(ctx)
+	urls := []string{"https://example.com/a", "https://example.com/b", "https://example.com/missing"}
+	runs, err := eng.EmitAndWait(ctx, "crawl:requested", urls)
+	if err != nil {
+		log.Fatal(err)
+	}
+	chain, _ := eng.Chain(ctx, runs[0].ID)
+	fmt.Println(string(runs[0].Output), "in a chain of", len(chain), "runs")
+	// Output: "2 fetched, 1 failed" in a chain of 4 runs
+}

@@ -346,6 +346,26 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlStore("Store/Waits/TwoWaiters"), sqlConf("Waits/NoSlotHeld"), Test{Pkg: ".", Run: "^TestCrashWaits$", Timeout: 5 * time.Minute}.full()},
 	},
 	{
+		Name:      "children-admitted-twice",
+		Guarantee: "a handler's children are admitted once, even when the attempt that admitted them could not record it",
+		Edits: []Edit{{
+			File: "children.go",
+			Old:  "adm.Runs[j].ID = childID(a.run.ID, k, i, adm.Runs[j].Process)",
+			New:  "adm.Runs[j].ID = newID() + k[:0]",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestChildrenAdmittedOnceAfterLostRecord$"}},
+	},
+	{
+		Name:      "join-not-woken",
+		Guarantee: "a child's end wakes its parent waiting in Join",
+		Edits: []Edit{{
+			File: "children.go",
+			Old:  "\tif r.ParentID != \"\" && r.Status.Final() && e.joins.has(r.ParentID) {\n\t\te.wakeJoin(r.ParentID)\n\t}",
+			New:  "",
+		}},
+		Tests: []Test{memConf("Children/JoinOf100"), sqlConf("Children/ChildRetriesThenSucceeds")},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{
