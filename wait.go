@@ -161,7 +161,8 @@ func (a *attempt) waitStep(op, k, signal string, until time.Time, over json.RawM
 	return nil, ErrWaiting
 }
 
-// checkSignalKey refuses an empty or oversized signal key.
+// checkSignalKey refuses an empty or oversized signal key, or one no
+// store can keep as text.
 func checkSignalKey(key string) *Error {
 	switch {
 	case key == "":
