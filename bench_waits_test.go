@@ -14,7 +14,8 @@ package yella_test
 // engine started and no run: goroutines (after a GC, minus the baseline),
 // Go heap in use (HeapInuse after a GC), process RSS (VmRSS) and peak RSS
 // (VmHWM) from /proc/self/status, and bytes per waiting run for the heap
-// and for RSS. SQLite's page cache is outside the Go heap (modernc.org/sqlite
+// and for RSS (what the waiting runs leave, including capacity that grew
+// while the admission backlog was queued). SQLite's page cache is outside the Go heap (modernc.org/sqlite
 // allocates its own memory), so it shows in RSS only. Rates: wait-runs/s is
 // 100,000 over the time from the first admission (EmitBatch, 500 at a time,
 // on the started engine) to all 100,000 waiting in the store (Counts);
@@ -138,21 +139,32 @@ func newWaitBench(b *testing.B, run func(*yella.Ctx) yella.Result) *waitBench {
 		b.Fatal(err)
 	}
 	w := &waitBench{b: b, ctx: context.Background(), st: st}
-	b.Cleanup(func() { st.Close() })
 	w.eng, err = yella.New(yella.Config{Store: st})
+	if err == nil {
+		err = w.eng.Register(yella.Process{Name: "wait", On: "e", Run: run})
+	}
+	if err == nil {
+		err = w.eng.Start(w.ctx)
+	}
 	if err != nil {
+		w.close()
 		b.Fatal(err)
 	}
-	if err := w.eng.Register(yella.Process{Name: "wait", On: "e", Run: run}); err != nil {
-		b.Fatal(err)
-	}
-	if err := w.eng.Start(w.ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { w.eng.Stop(context.Background()) })
 	w.base = measureMem()
 	b.ResetTimer()
 	return w
+}
+
+// close stops the engine and closes the store, and drops both, so that a
+// later scenario in the same process does not find them in its baseline
+// (the testing package keeps its cleanup functions, and what they
+// reference, reachable after running them).
+func (w *waitBench) close() {
+	if w.eng != nil {
+		w.eng.Stop(context.Background())
+	}
+	w.st.Close()
+	w.eng, w.st = nil, nil
 }
 
 // admit emits payloads from(n) for n in [lo, hi), waitBatch at a time.
@@ -171,18 +183,19 @@ func (w *waitBench) admit(lo, hi int, payload func(n int) any) {
 // await polls the store's counts every 5 ms until status has at least n
 // runs, and returns when it saw them; it fails after limit.
 func (w *waitBench) await(status store.Status, n int64, limit time.Duration) time.Time {
-	at, err := w.poll(status, n, limit)
+	at, err := poll(w.ctx, w.st, status, n, limit)
 	if err != nil {
 		w.b.Fatal(err)
 	}
 	return at
 }
 
-// poll is await for any goroutine: it returns the failure instead.
-func (w *waitBench) poll(status store.Status, n int64, limit time.Duration) (time.Time, error) {
+// poll is await for any goroutine: it returns the failure instead (a
+// closed store's among them).
+func poll(ctx context.Context, st store.Store, status store.Status, n int64, limit time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(limit)
 	for {
-		c, err := w.st.Counts(w.ctx)
+		c, err := st.Counts(ctx)
 		if err != nil {
 			return time.Time{}, err
 		}
@@ -233,6 +246,7 @@ func BenchmarkWaiting(b *testing.B) {
 			}
 			return c.OK(v)
 		})
+		defer w.close()
 		t0 := time.Now()
 		w.admit(0, waitingRuns, func(n int) any { return n })
 		allWaiting := w.await(store.StatusWaiting, waitingRuns, 10*time.Minute)
@@ -246,10 +260,10 @@ func BenchmarkWaiting(b *testing.B) {
 			err error
 		}
 		firstSeen := make(chan seen, 1)
-		go func() {
-			at, err := w.poll(store.StatusCompleted, 1, 10*time.Minute)
+		go func(st store.Store) {
+			at, err := poll(w.ctx, st, store.StatusCompleted, 1, 10*time.Minute)
 			firstSeen <- seen{at, err}
-		}()
+		}(w.st)
 		first := time.Now()
 		for i := range wakeRuns {
 			n := i * (waitingRuns / wakeRuns)
@@ -288,6 +302,7 @@ func BenchmarkWaiting(b *testing.B) {
 			}
 			return c.OK(p.N)
 		})
+		defer w.close()
 		// The 90,000 long sleepers first, then the 10,000 that wake at T:
 		// T is set from the first part's rate, so that all 100,000 are
 		// asleep and measured a few seconds before T.
