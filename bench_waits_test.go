@@ -15,13 +15,14 @@ package yella_test
 // Go heap in use (HeapInuse after a GC), process RSS (VmRSS) and peak RSS
 // (VmHWM) from /proc/self/status, and bytes per waiting run for the heap
 // and for RSS (what the waiting runs leave, including capacity that grew
-// while the admission backlog was queued). SQLite's page cache is outside the Go heap (modernc.org/sqlite
-// allocates its own memory), so it shows in RSS only. Rates: wait-runs/s is
-// 100,000 over the time from the first admission (EmitBatch, 500 at a time,
-// on the started engine) to all 100,000 waiting in the store (Counts);
-// wake-10k-ms is from the first signal (signal-100k) or from T (sleep-100k)
-// to the 10,000th run completed in the store (first-wake-ms: to the first),
-// polled every 5 ms; signals/s is the sequential sending alone.
+// while the admission backlog was queued). SQLite's page cache is outside
+// the Go heap (modernc.org/sqlite allocates its own memory), so it shows in
+// RSS only. Rates: wait-runs/s is 100,000 over the time from the first
+// admission (EmitBatch, 500 at a time, on the started engine) to all
+// 100,000 waiting in the store (Counts); wake-10k-ms is from the first
+// signal (signal-100k) or from T (sleep-100k) to the 10,000th run
+// completed in the store (first-wake-ms: to the first), polled every 5 ms;
+// signals/s is the sequential sending alone.
 //
 // Each sub-benchmark is one whole scenario and ignores b.N (ns/op is the
 // scenario's time after the baseline, sleep-100k's idle seconds before T
