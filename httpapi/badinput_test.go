@@ -111,6 +111,16 @@ func (e *badEnv) record(t testing.TB, reqBody []byte, respBody []byte) {
 	for _, r := range out.Runs {
 		e.acks[r.ID] = ack{event: req.Event, process: r.Process, payload: req.Payload}
 	}
+	if req.Debounce != nil {
+		// A debounced run now carries the payload of the emission it
+		// stood in for.
+		for _, id := range out.Grouped {
+			if a, ok := e.acks[id]; ok {
+				a.payload = req.Payload
+				e.acks[id] = a
+			}
+		}
+	}
 }
 
 // verify stops the engine, reopens the database and compares its runs,
@@ -337,6 +347,20 @@ func bodyCases() []badCase {
 		{name: "end wait of an unknown run", method: "POST", target: "/api/runs/no-such-run/end-wait", want: []int{404}},
 		{name: "end wait of a run not waiting", method: "POST", target: "/api/runs/{first}/end-wait", want: []int{409}},
 		{name: "requeue all, unknown parameter", method: "POST", target: "/api/dead-letters/requeue?proc=x", want: []int{400}},
+		// Singleton and debounce options: refused by the engine before
+		// the store.
+		{name: "singleton empty key", method: "POST", target: "/api/emit", body: `{"event":"hook:received","singleton":""}`, want: []int{400}},
+		{name: "singleton key too long", method: "POST", target: "/api/emit", body: `{"event":"hook:received","singleton":"` + strings.Repeat("k", yella.MaxGroupKeyBytes+1) + `"}`, want: []int{400}},
+		{name: "debounce negative window", method: "POST", target: "/api/emit", body: `{"event":"hook:received","debounce":{"key":"k","window":"-1s"}}`, want: []int{400}},
+		{name: "debounce window garbage", method: "POST", target: "/api/emit", body: `{"event":"hook:received","debounce":{"key":"k","window":"1e9999h"}}`, want: []int{400}},
+		{name: "debounce without a window", method: "POST", target: "/api/emit", body: `{"event":"hook:received","debounce":{"key":"k"}}`, want: []int{400}},
+		{name: "singleton and debounce", method: "POST", target: "/api/emit", body: `{"event":"hook:received","singleton":"k","debounce":{"key":"k","window":"1s"}}`, want: []int{400}},
+		{name: "singleton emit", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":{"s":1},"singleton":"user-1"}`, want: []int{200, 201}},
+		// Schedules: the suite's engine has none.
+		{name: "pause an unknown schedule", method: "POST", target: "/api/schedules/nightly/pause", want: []int{404}},
+		{name: "resume an unknown schedule", method: "POST", target: "/api/schedules/nightly/resume", want: []int{404}},
+		{name: "pause a huge schedule name", method: "POST", target: "/api/schedules/" + strings.Repeat("n", 20000) + "/pause", want: []int{404}},
+		{name: "pause with GET", method: "GET", target: "/api/schedules/nightly/pause", want: []int{405}},
 	}
 }
 
@@ -548,6 +572,8 @@ func FuzzAPIRequest(f *testing.F) {
 	f.Add("POST", "/api/signals", "Bearer "+badToken, []byte(`{"key":"","payload":{"n":1}}`))
 	f.Add("POST", "/api/runs/x/signal", "Bearer "+badToken, []byte(`{"payload":{"n":1}}`))
 	f.Add("POST", "/api/runs/x/end-wait", "Bearer "+badToken, []byte(nil))
+	f.Add("POST", "/api/emit", "Bearer "+badToken, []byte(`{"event":"hook:received","payload":{"n":2},"debounce":{"key":"d","window":"1h"}}`))
+	f.Add("POST", "/api/schedules/nightly/pause", "Bearer "+badToken, []byte(nil))
 	e := newBadEnv(f)
 	f.Cleanup(func() { e.verify(f) })
 	f.Fuzz(func(t *testing.T, method, target, auth string, body []byte) {

@@ -159,10 +159,15 @@ type Admitted struct {
 
 // Emitted is POST /api/emit.
 type Emitted struct {
-	Runs     []Admitted   `json:"runs"`               // admitted now
-	Existing []string     `json:"existing,omitempty"` // admitted earlier under the same idempotency key
-	Dropped  []string     `json:"dropped,omitempty"`  // processes at their cap
-	Reason   yella.Reason `json:"reason,omitempty"`   // why nothing was admitted
+	Runs     []Admitted `json:"runs"`               // admitted now
+	Existing []string   `json:"existing,omitempty"` // admitted earlier under the same idempotency key
+	Dropped  []string   `json:"dropped,omitempty"`  // processes at their cap
+	// Grouped are the runs emitted earlier with the same singleton or
+	// debounce key that stood in for this emission's (yella.Emission
+	// Grouped): a debounced run now carries this emission's payload and
+	// start time.
+	Grouped []string     `json:"grouped,omitempty"`
+	Reason  yella.Reason `json:"reason,omitempty"` // why nothing was admitted ("grouped": a run stood in for every listener)
 }
 
 // Signalled is the answer of POST /api/signals and POST
@@ -590,4 +595,15 @@ type Schedule struct {
 	Last      *time.Time `json:"last,omitempty"`
 	LastRuns  []string   `json:"lastRuns,omitempty"`
 	Error     string     `json:"error,omitempty"`
+	// Paused: the schedule is paused (POST /api/schedules/{name}/pause)
+	// since PausedAt, on every engine of the store: its ticks are skipped,
+	// and not caught up once it is resumed. As the serving engine last
+	// read it: at its latest tick, or at a pause or resume it made.
+	Paused   bool       `json:"paused"`
+	PausedAt *time.Time `json:"pausedAt,omitempty"`
+}
+
+func scheduleOf(s yella.ScheduleInfo) Schedule {
+	return Schedule{Name: s.Name, Cron: s.Cron, Location: s.Location, Event: s.Event, CatchUpMs: s.CatchUp.Milliseconds(),
+		Next: ts(s.Next), Last: ts(s.Last), LastRuns: s.LastRuns, Error: s.Err, Paused: s.Paused, PausedAt: ts(s.PausedAt)}
 }

@@ -103,14 +103,23 @@ listed. Limits are declared in code, so the command asks a server: a
 database opened directly has no engine running its processes.
 
 ` + whereAbout},
-	"schedules": {"schedules [flags]", `Schedules lists the cron schedules of a running engine, one a line: the
+	"schedules": {"schedules [list] [flags] | yella schedules pause NAME [flags] | yella schedules resume NAME [flags]",
+		`Schedules lists the cron schedules of a running engine, one a line: the
 name, the cron spec, the time zone its fields are read in, the event each
 tick emits, how old a missed tick may be and still run at start
-(catch-up), the next tick, the last tick this engine emitted with its
-runs, and the error of the last tick if it failed. Times are local. Odd
-names are quoted. Schedules are declared in code by the program that
-embeds the engine (Engine.AddSchedule), so the command asks a server: a
-database opened directly has no engine running its schedules.
+(catch-up), since when it is paused, the next tick, the last tick this
+engine emitted with its runs, and the error of the last tick if it
+failed. Times are local. Odd names are quoted.
+
+schedules pause NAME pauses a schedule: its ticks are skipped by every
+engine of the database, across restarts, until schedules resume NAME;
+the ticks skipped meanwhile are not caught up. Pausing a paused schedule
+keeps the time of its first pause; resuming one that runs changes
+nothing.
+
+Schedules are declared in code by the program that embeds the engine
+(Engine.AddSchedule), so the command asks a server: a database opened
+directly has no engine running its schedules.
 
 ` + whereAbout},
 	"restore": {"restore --from URL --to PATH [flags]", `Restore rebuilds a database from its replica (see serve --replicate). It

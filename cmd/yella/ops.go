@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/httpapi"
@@ -256,6 +257,11 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var t target
 	t.flags(fs, stderr)
 	key := fs.String("key", "", "an idempotency `KEY`: emitting it again admits nothing new")
+	singleton := fs.String("singleton", "", "admit a process's run only when none of its runs emitted with this `KEY` is idle, running or waiting: "+
+		"at most one at a time per key (else the answer names the run that stands in)")
+	debounce := fs.String("debounce", "", "run only the latest of a burst of emissions with this `KEY`: the run starts --window after the emission, "+
+		"and an emission with the key before it started replaces its payload and moves its start (with --window)")
+	window := fs.Duration("window", 0, "with --debounce: the `DURATION` a burst must be quiet before its run starts, such as 30s (0s: at once)")
 	procs := fs.String("process", "", processesUsage)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -267,6 +273,20 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	payload, err := jsonArg(pos, 1, "payload")
 	if err != nil {
 		return err
+	}
+	req := httpapi.EmitRequest{Event: pos[0], Payload: payload, IdempotencyKey: *key}
+	switch given := flagGiven(fs.FlagSet, "singleton"); {
+	case given && flagGiven(fs.FlagSet, "debounce"):
+		return usagef("give --singleton or --debounce, not both")
+	case flagGiven(fs.FlagSet, "debounce") && !flagGiven(fs.FlagSet, "window"):
+		return usagef("--debounce needs --window DURATION: how long a burst must be quiet before its run starts")
+	case flagGiven(fs.FlagSet, "window") && !flagGiven(fs.FlagSet, "debounce"):
+		return usagef("--window goes with --debounce KEY")
+	case given:
+		// An empty key is sent as given: the engine refuses it.
+		req.Singleton = singleton
+	case flagGiven(fs.FlagSet, "debounce"):
+		req.Debounce = &httpapi.DebounceRequest{Key: *debounce, Window: window.String()}
 	}
 	c, err := t.connect(ctx)
 	if err != nil {
@@ -288,7 +308,7 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	var out httpapi.Emitted
-	if err := c.call(ctx, "POST", "/api/emit", httpapi.EmitRequest{Event: pos[0], Payload: payload, IdempotencyKey: *key}, &out); err != nil {
+	if err := c.call(ctx, "POST", "/api/emit", req, &out); err != nil {
 		return err
 	}
 	if t.json {
@@ -299,8 +319,12 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "admitted %s%s\n", plural(len(out.Runs), "run", "runs"), list(out.Runs))
 	case out.Reason == "duplicate":
 		fmt.Fprintf(stdout, "nothing new: already admitted under key %q as %s\n", *key, strings.Join(out.Existing, ", "))
+	case out.Reason == yella.ReasonGrouped:
 	default:
 		fmt.Fprintf(stdout, "nothing admitted (%s): dropped by %s\n", out.Reason, strings.Join(out.Dropped, ", "))
+	}
+	if len(out.Grouped) > 0 {
+		printGrouped(stdout, out.Grouped, req, *window)
 	}
 	if len(out.Runs) > 0 && len(out.Dropped) > 0 {
 		fmt.Fprintf(stdout, "dropped at their cap: %s\n", strings.Join(out.Dropped, ", "))
@@ -309,6 +333,31 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		noEngineNote(stdout, names, redactURL(t.db))
 	}
 	return nil
+}
+
+// printGrouped says which runs stood in for an emission with a singleton
+// or debounce key, and what that did to them.
+func printGrouped(w io.Writer, ids []string, req httpapi.EmitRequest, window time.Duration) {
+	one := len(ids) == 1
+	runs := "runs " + strings.Join(ids, ", ")
+	if one {
+		runs = "run " + ids[0]
+	}
+	if req.Debounce != nil {
+		they, carry, start := "they", "carry", "start"
+		if one {
+			they, carry, start = "it", "carries", "starts"
+		}
+		fmt.Fprintf(w, "debounced into %s (key %s): %s now %s this payload and %s in %s, unless the key is emitted again first\n",
+			runs, showKey(req.Debounce.Key), they, carry, start, shortDuration(window))
+		return
+	}
+	is, their := "are", "their processes"
+	if one {
+		is, their = "is", "its process"
+	}
+	fmt.Fprintf(w, "singleton key %s: %s %s still idle, running or waiting, so none is admitted for %s\n",
+		showKey(*req.Singleton), runs, is, their)
 }
 
 func list(runs []httpapi.Admitted) string {
