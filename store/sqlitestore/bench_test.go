@@ -64,6 +64,16 @@ func BenchmarkStoreAdmit(b *testing.B) {
 	benchAdmit(b, func(int) store.NewRun { return store.NewRun{ID: newID(), Process: "p"} })
 }
 
+// BenchmarkStoreAdmitDebounce measures grouped admissions: each of the 50
+// callers debounces into its own group's idle run (a lookup by
+// runs_group, an update of the run and a timeline entry), after its first
+// admission.
+func BenchmarkStoreAdmitDebounce(b *testing.B) {
+	benchAdmit(b, func(i int) store.NewRun {
+		return store.NewRun{ID: newID(), Process: "p", GroupKey: fmt.Sprint("k", i), Group: store.GroupDebounce}
+	})
+}
+
 // benchAdmit admits b.N runs from 50 concurrent callers, run(i) being the
 // i-th caller's run.
 func benchAdmit(b *testing.B, run func(caller int) store.NewRun) {

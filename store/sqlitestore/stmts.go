@@ -103,9 +103,10 @@ var (
 		ORDER BY seq DESC LIMIT 1`
 	// debounceSQL finds the run a debounced admission updates: the latest
 	// admitted of its process and group key that is idle and never
-	// started. The status IN term repeats runs_group's condition, which
-	// SQLite needs to see in the query to use the partial index.
-	debounceSQL = `SELECT ` + groupCols + ` FROM runs INDEXED BY runs_group
+	// started, by its seq (the update that follows returns the run). The
+	// status IN term repeats runs_group's condition, which SQLite needs to
+	// see in the query to use the partial index.
+	debounceSQL = `SELECT seq FROM runs INDEXED BY runs_group
 		WHERE process = ?1 AND group_key = ?2 AND status IN ('idle', 'running', 'waiting') AND status = 'idle' AND attempts = 0
 		ORDER BY seq DESC LIMIT 1`
 )

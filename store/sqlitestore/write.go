@@ -38,7 +38,7 @@ type admitPlan struct {
 // groupedRun is the run of a group that stands in for one of an
 // admission's runs (see store.GroupPolicy).
 type groupedRun struct {
-	run      store.Run // as found, without its payload and context
+	run      store.Run // as found, without its payload and context (only its Seq when debounced)
 	planned  int       // ≥ 0: the run is admit[planned] of the same admission, not written yet
 	debounce bool      // the run takes the admission's data and start time
 }
@@ -113,13 +113,8 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 // query, since the writer's reads see its own uncommitted writes.
 func (w *wtx) groupRun(nr *store.NewRun, planned []store.NewRun) (groupedRun, bool, error) {
 	g := groupedRun{planned: -1, debounce: nr.Group == store.GroupDebounce}
-	st := w.s.st.selSingleton
-	switch nr.Group {
-	case store.GroupSingleton:
-	case store.GroupDebounce:
-		st = w.s.st.selDebounce
-	default: // no policy this store knows: the key is only stored
-		return g, false, nil
+	if nr.Group != store.GroupSingleton && nr.Group != store.GroupDebounce {
+		return g, false, nil // no policy this store knows: the key is only stored
 	}
 	for i := len(planned) - 1; i >= 0; i-- {
 		// A planned run is idle and never started: it stands in under
@@ -130,7 +125,11 @@ func (w *wtx) groupRun(nr *store.NewRun, planned []store.NewRun) (groupedRun, bo
 		}
 	}
 	var err error
-	g.run, _, err = scanRun(st.QueryRowContext(w.ctx, nr.Process, nr.GroupKey))
+	if g.debounce { // writeAdmit's update returns the run
+		err = w.s.st.selDebounce.QueryRowContext(w.ctx, nr.Process, nr.GroupKey).Scan(&g.run.Seq)
+	} else {
+		g.run, _, err = scanRun(w.s.st.selSingleton.QueryRowContext(w.ctx, nr.Process, nr.GroupKey))
+	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return g, false, nil
 	}
