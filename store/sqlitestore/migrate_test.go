@@ -160,7 +160,8 @@ func schemaObjects(t *testing.T, db interface {
 
 // A database written by schema version 3 opens at the current version with
 // every row of every table kept as it was, every index of version 3 kept,
-// and the counts intact; it then takes waiting runs, waits and signals.
+// and the counts intact; it then takes waiting runs, waits and signals,
+// grouped admissions and paused schedules.
 func TestMigrateFromVersion3(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "v3.db")
 	ms, err := migrations()
@@ -242,15 +243,20 @@ func TestMigrateFromVersion3(t *testing.T) {
 			t.Errorf("%s: %q after the migration, want %q", name, got, q)
 		}
 	}
-	for _, name := range []string{"index runs_wait_key", "index runs_wait_due", "table signals", "index signals_key", "index signals_keep_until"} {
+	for _, name := range []string{"index runs_wait_key", "index runs_wait_due", "table signals", "index signals_key", "index signals_keep_until",
+		"index runs_group", "table paused_schedules"} {
 		if _, ok := schema4[name]; !ok {
 			t.Errorf("%s missing after the migration", name)
 		}
 	}
-	var waitKeys int
+	var waitKeys, groupKeys int
 	s.rdb.QueryRow("SELECT count(*) FROM runs WHERE wait_key IS NOT NULL").Scan(&waitKeys)
 	if waitKeys != 0 {
 		t.Errorf("%d runs with a wait key after the migration", waitKeys)
+	}
+	s.rdb.QueryRow("SELECT count(*) FROM runs WHERE group_key IS NOT NULL").Scan(&groupKeys)
+	if groupKeys != 0 {
+		t.Errorf("%d runs with a group key after the migration", groupKeys)
 	}
 	counts, _ := s.Counts(ctx)
 	for _, st := range store.Statuses {
@@ -282,5 +288,29 @@ func TestMigrateFromVersion3(t *testing.T) {
 	}
 	if sig, err := s.Signal(ctx, store.SignalRequest{Key: "later", Now: now, KeepUntil: now.Add(time.Hour)}); err != nil || !sig.Kept {
 		t.Fatalf("a signal no run waits for: %+v, %v", sig, err)
+	}
+
+	// A run of version 3 has no group: a singleton admission of its
+	// process is admitted, and the next one grouped into it.
+	for i, want := range []string{"g1", "g1"} {
+		res, err := s.Admit(ctx, store.Admission{Event: "ev", Now: now,
+			Runs: []store.NewRun{{ID: "g" + itoa(i+1), Process: "p", GroupKey: "k", Group: store.GroupSingleton}}})
+		var got string
+		switch {
+		case err != nil:
+		case len(res.Admitted) == 1:
+			got = res.Admitted[0].ID
+		case len(res.Grouped) == 1:
+			got = res.Grouped[0].ID
+		}
+		if got != want {
+			t.Fatalf("singleton admission %d: %+v, %v; want %s", i+1, res, err, want)
+		}
+	}
+	if err := s.PauseSchedule(ctx, "nightly", true, now); err != nil {
+		t.Fatalf("pause: %v", err)
+	}
+	if p, err := s.PausedSchedules(ctx); err != nil || !p["nightly"].Equal(now) {
+		t.Fatalf("paused schedules: %v, %v", p, err)
 	}
 }

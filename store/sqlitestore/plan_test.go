@@ -11,7 +11,9 @@ import (
 // written for, on an empty database (no statistics), so the plan does not
 // depend on the data. The claim and the attempt's end look the run up by
 // its id; the dispatcher's index merges two index scans without sorting;
-// a signal finds its waiting run, and a wait its kept signal, by key.
+// a signal finds its waiting run, and a wait its kept signal, by key; a
+// grouped admission finds its group's latest live run by process and key,
+// reading the index backwards (no sort).
 func TestPlans(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "plans.db"), Options{})
 	if err != nil {
@@ -28,6 +30,8 @@ func TestPlans(t *testing.T) {
 			"SEARCH runs USING INDEX runs_wait_due (seq>?)"}},
 		{"waiter", waiterSQL, []string{"SEARCH runs USING COVERING INDEX runs_wait_key (wait_key=?)"}},
 		{"kept signal", keptSignalSQL, []string{"SEARCH signals USING INDEX signals_key (key=?)"}},
+		{"singleton", singletonSQL, []string{"SEARCH runs USING INDEX runs_group (process=? AND group_key=?)"}},
+		{"debounce", debounceSQL, []string{"SEARCH runs USING INDEX runs_group (process=? AND group_key=?)"}},
 	} {
 		plan := explain(t, s, c.sql)
 		for _, w := range c.want {

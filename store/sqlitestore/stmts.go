@@ -10,9 +10,21 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-const runCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, payload, context, output,
-	error, error_code, then_event, idem_key, attempts, epoch, retry_at, lease_owner, lease_expires,
-	created_at, started_at, completed_at, version, tl, priority, rate_key, conc_key, wait_key`
+// runHead and runTail are the columns of a whole run (runCols) around
+// its payload and context.
+const (
+	runHead = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status`
+	runTail = `output, error, error_code, then_event, idem_key, attempts, epoch, retry_at, lease_owner, lease_expires,
+	created_at, started_at, completed_at, version, tl, priority, rate_key, conc_key, wait_key, group_key`
+)
+
+// runCols are the columns of a whole run, as scanRun reads them.
+const runCols = runHead + `, payload, context, ` + runTail
+
+// groupCols are runCols with NULL for the payload and the context: a
+// group's run as an admission that it stands in for returns it
+// (AdmitResult.Grouped), read without copying its data in the writer.
+const groupCols = runHead + `, NULL, NULL, ` + runTail
 
 // inlineLimit bounds the payloads and contexts a claim returns from the
 // writer; larger ones are read by the claimant from the read pool, so the
@@ -29,7 +41,7 @@ var claimCols = fmt.Sprintf(`seq, id, process, event, coalesce(correlation_id, i
 // context, which an update never changes (store.UpdateResult).
 const updCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, output,
 	error, error_code, then_event, idem_key, attempts, epoch, retry_at, created_at, started_at, completed_at, version, tl,
-	priority, rate_key, conc_key, wait_key`
+	priority, rate_key, conc_key, wait_key, group_key`
 
 // setCols is the SET list of every transition, the field writes of its rule
 // of the transition table (see setArgs): ?1 status, ?2 error, ?3 code,
@@ -51,7 +63,8 @@ const setCols = `status = ?1, error = ?2, error_code = ?3, lease_owner = NULL, l
 	tl = tl + CASE status WHEN 'running' THEN 2 ELSE 1 END`
 
 // The statements whose plans matter most (TestPlans checks them): the hot
-// path's claim and attempt end, the dispatcher's index and signal delivery.
+// path's claim and attempt end, the dispatcher's index, signal delivery and
+// the lookups of grouped admissions.
 var (
 	// claimSQL takes an idle run that is due, or a waiting run whose
 	// deadline has passed (one without a deadline is never due), by its id.
@@ -82,6 +95,20 @@ var (
 	// keptSignalSQL finds the signal a wait consumes: the oldest kept for
 	// its key and not expired.
 	keptSignalSQL = `SELECT seq, payload FROM signals WHERE key = ? AND keep_until > ? ORDER BY seq LIMIT 1`
+	// singletonSQL finds the run that stands in for a singleton admission:
+	// the latest admitted of its process and group key that is idle,
+	// running or waiting (the very runs of runs_group).
+	singletonSQL = `SELECT ` + groupCols + ` FROM runs INDEXED BY runs_group
+		WHERE process = ?1 AND group_key = ?2 AND status IN ('idle', 'running', 'waiting')
+		ORDER BY seq DESC LIMIT 1`
+	// debounceSQL finds the run a debounced admission updates: the latest
+	// admitted of its process and group key that is idle and never
+	// started, by its seq (the update that follows returns the run). The
+	// status IN term repeats runs_group's condition, which SQLite needs to
+	// see in the query to use the partial index.
+	debounceSQL = `SELECT seq FROM runs INDEXED BY runs_group
+		WHERE process = ?1 AND group_key = ?2 AND status IN ('idle', 'running', 'waiting') AND status = 'idle' AND attempts = 0
+		ORDER BY seq DESC LIMIT 1`
 )
 
 type stmts struct {
@@ -89,7 +116,7 @@ type stmts struct {
 	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, update *sql.Stmt
 	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait   *sql.Stmt
 	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                   *sql.Stmt
-	insRollup, insError                                                            *sql.Stmt
+	insRollup, insError, selSingleton, selDebounce, debounce                       *sql.Stmt
 	// readers
 	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning, selRates *sql.Stmt
 	rselIdem, rselKept                                                                             *sql.Stmt
@@ -99,6 +126,7 @@ func (s *stmts) all() []*sql.Stmt {
 	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
 		s.setCtx, s.holdRate, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.effWait,
 		s.selWaiter, s.wake, s.effSignal, s.keepSignal, s.selSignal, s.delSignal, s.insRollup, s.insError,
+		s.selSingleton, s.selDebounce, s.debounce,
 		s.selRun, s.selEffects, s.selTimeline, s.selData, s.selRunTL, s.selChain, s.selPending, s.selRunning, s.selRates,
 		s.rselIdem, s.rselKept}
 }
@@ -132,8 +160,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		s.begin, s.commit, s.rollback = w("BEGIN IMMEDIATE"), w("COMMIT"), w("ROLLBACK")
 		s.st = stmts{
 			insRun: w(`INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
-				priority, rate_key, conc_key, retry_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?)`),
+				priority, rate_key, conc_key, retry_at, group_key)
+				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
 				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?10, ?7, ?8, ?9)`),
@@ -173,6 +201,15 @@ func (s *Store) prepare(ctx context.Context) error {
 			insRollup:  w(`INSERT INTO rollups (bucket, process, counts, hists) VALUES (?, ?, ?, ?)`),
 			insError:   w(`INSERT INTO errors (at, kind, process, run_id, effect_key, context, message) VALUES (?, ?, ?, ?, ?, ?, ?)`),
 
+			// A grouped admission's lookups.
+			selSingleton: w(singletonSQL),
+			selDebounce:  w(debounceSQL),
+			// A debounced admission's data and start time, on the run found
+			// by debounceSQL in the same transaction, with its timeline entry
+			// counted.
+			debounce: w(`UPDATE runs SET payload = ?1, context = ?2, retry_at = ?3, tl = tl + 1
+				WHERE seq = ?4 AND status = 'idle' AND attempts = 0 RETURNING ` + groupCols),
+
 			selRun:      r(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			selEffects:  r(`SELECT key, status, epoch, output, error, started_at, completed_at FROM effects WHERE run_seq = ? ORDER BY key`),
 			selTimeline: r(`SELECT n, at, status, attempt, error, code, note FROM timeline WHERE run_seq = ? ORDER BY n`),
@@ -203,7 +240,7 @@ type scanner interface{ Scan(...any) error }
 // scanRun reads one row of runCols.
 func scanRun(sc scanner) (store.Run, int, error) {
 	var r store.Run
-	var parent, idem, owner, rateKey, concKey, waitKey sql.NullString
+	var parent, idem, owner, rateKey, concKey, waitKey, groupKey sql.NullString
 	var retry, expires, started, completed sql.NullInt64
 	var status string
 	var created int64
@@ -211,13 +248,13 @@ func scanRun(sc scanner) (store.Run, int, error) {
 	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), (*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem,
 		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl,
-		&r.Priority, &rateKey, &concKey, &waitKey)
+		&r.Priority, &rateKey, &concKey, &waitKey, &groupKey)
 	if err != nil {
 		return r, 0, err
 	}
 	r.Status = store.Status(status)
 	r.ParentID, r.IdempotencyKey, r.LeaseOwner = parent.String, idem.String, owner.String
-	r.RateKey, r.ConcurrencyKey, r.WaitKey = rateKey.String, concKey.String, waitKey.String
+	r.RateKey, r.ConcurrencyKey, r.WaitKey, r.GroupKey = rateKey.String, concKey.String, waitKey.String, groupKey.String
 	r.RetryAt, r.LeaseExpires = fromNull(retry), fromNull(expires)
 	r.CreatedAt, r.StartedAt, r.CompletedAt = time.Unix(0, created), fromNull(started), fromNull(completed)
 	return r, tl, nil
@@ -243,17 +280,17 @@ func scanClaimed(sc scanner, owner string, now, until time.Time) (r store.Run, l
 // scanUpdated reads one row of updCols.
 func scanUpdated(sc scanner) (store.Run, int, error) {
 	var r store.Run
-	var parent, idem, rateKey, concKey, waitKey sql.NullString
+	var parent, idem, rateKey, concKey, waitKey, groupKey sql.NullString
 	var retry, started, completed sql.NullInt64
 	var status string
 	var created int64
 	var tl int
 	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem, &r.Attempts, &r.Epoch, &retry,
-		&created, &started, &completed, &r.Version, &tl, &r.Priority, &rateKey, &concKey, &waitKey)
+		&created, &started, &completed, &r.Version, &tl, &r.Priority, &rateKey, &concKey, &waitKey, &groupKey)
 	r.Status = store.Status(status)
 	r.ParentID, r.IdempotencyKey = parent.String, idem.String
-	r.RateKey, r.ConcurrencyKey, r.WaitKey = rateKey.String, concKey.String, waitKey.String
+	r.RateKey, r.ConcurrencyKey, r.WaitKey, r.GroupKey = rateKey.String, concKey.String, waitKey.String, groupKey.String
 	r.RetryAt, r.CreatedAt, r.StartedAt, r.CompletedAt = fromNull(retry), time.Unix(0, created), fromNull(started), fromNull(completed)
 	return r, tl, err
 }

@@ -30,8 +30,17 @@ func (s *Store) Admit(ctx context.Context, a store.Admission) (store.AdmitResult
 // admitPlan is what an admission will do, decided before anything is
 // written so that a refusal writes nothing.
 type admitPlan struct {
-	res   store.AdmitResult
-	admit []store.NewRun
+	res     store.AdmitResult
+	admit   []store.NewRun
+	grouped []groupedRun
+}
+
+// groupedRun is the run of a group that stands in for one of an
+// admission's runs (see store.GroupPolicy).
+type groupedRun struct {
+	run      store.Run // as found, without its payload and context (only its Seq when debounced)
+	planned  int       // ≥ 0: the run is admit[planned] of the same admission, not written yet
+	debounce bool      // the run takes the admission's data and start time
 }
 
 func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
@@ -68,6 +77,17 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 				return p, err
 			}
 		}
+		// Only a grouped admission pays for the lookup.
+		if nr.GroupKey != "" && nr.Group != store.GroupNone {
+			g, found, err := w.groupRun(&nr, p.admit)
+			if err != nil {
+				return p, err
+			}
+			if found {
+				p.grouped = append(p.grouped, g)
+				continue
+			}
+		}
 		if nr.Limit > 0 {
 			n, err := w.active(nr.Process)
 			if err != nil {
@@ -84,6 +104,38 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 	return p, nil
 }
 
+// groupRun finds the run that stands in for nr under its group policy:
+// the latest admitted run of its process and group key that is idle,
+// running or waiting (GroupSingleton), or idle and never started
+// (GroupDebounce). A run planned earlier in the same admission (in
+// planned, not written yet) is the latest of all; any run written earlier
+// in this transaction, by another admission of the batch, is seen by the
+// query, since the writer's reads see its own uncommitted writes.
+func (w *wtx) groupRun(nr *store.NewRun, planned []store.NewRun) (groupedRun, bool, error) {
+	g := groupedRun{planned: -1, debounce: nr.Group == store.GroupDebounce}
+	if nr.Group != store.GroupSingleton && nr.Group != store.GroupDebounce {
+		return g, false, nil // no policy this store knows: the key is only stored
+	}
+	for i := len(planned) - 1; i >= 0; i-- {
+		// A planned run is idle and never started: it stands in under
+		// either policy.
+		if planned[i].Process == nr.Process && planned[i].GroupKey == nr.GroupKey {
+			g.planned = i
+			return g, true, nil
+		}
+	}
+	var err error
+	if g.debounce { // writeAdmit's update returns the run
+		err = w.s.st.selDebounce.QueryRowContext(w.ctx, nr.Process, nr.GroupKey).Scan(&g.run.Seq)
+	} else {
+		g.run, _, err = scanRun(w.s.st.selSingleton.QueryRowContext(w.ctx, nr.Process, nr.GroupKey))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, false, nil
+	}
+	return g, err == nil, err
+}
+
 // notBeforeOf is a delayed admission's retry time as a read would return
 // it (nanoseconds, no monotonic reading); zero stays zero.
 func notBeforeOf(t time.Time) time.Time {
@@ -98,6 +150,7 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 	if a.NotBefore.After(a.Now) {
 		notBefore = a.NotBefore
 	}
+	first := len(p.res.Admitted) // the index of admit[0] in p.res.Admitted
 	for _, nr := range p.admit {
 		corr := a.CorrelationID
 		if corr == "" {
@@ -111,7 +164,7 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 		seq := w.seq
 		if _, err := w.exec(w.s.st.insRun, seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
 			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(),
-			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore)); err != nil {
+			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore), nullStr(nr.GroupKey)); err != nil {
 			return err
 		}
 		w.moved(nr.Process, "", store.StatusIdle)
@@ -120,7 +173,27 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 			Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
 			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: notBeforeOf(notBefore),
+			GroupKey: nr.GroupKey,
 		})
+	}
+	for _, g := range p.grouped {
+		r := g.run
+		if g.planned >= 0 {
+			r = p.res.Admitted[first+g.planned]
+			r.Payload, r.Context = nil, nil
+		}
+		if g.debounce {
+			var tl int
+			var err error
+			r, tl, err = scanRun(w.s.st.debounce.QueryRowContext(w.ctx, blob(a.Payload), blob(a.Context), ns(notBefore), r.Seq))
+			if err != nil { // found idle and never started in this transaction: no row is an error
+				return err
+			}
+			if err := w.timeline(&r, store.StatusIdle, r.Attempts, tl, a.Now, "", "", "debounced"); err != nil {
+				return err
+			}
+		}
+		p.res.Grouped = append(p.res.Grouped, r)
 	}
 	return nil
 }

@@ -1,4 +1,5 @@
--- Version 4: waiting runs, waits and signals.
+-- Version 4: waiting runs, waits and signals; run groups (singleton and
+-- debounce admissions) and paused schedules.
 --
 -- A run whose attempt ended at a wait is 'waiting' until a signal, its
 -- deadline (retry_at; NULL: none) or an operator ends the wait; wait_key
@@ -12,6 +13,9 @@
 -- table, copy, drop, rename, indexes). Every column, in its order, and
 -- every index is kept as it was; there are no triggers, views or foreign
 -- keys to carry over.
+--
+-- group_key is the run's group (NewRun.GroupKey; NULL for none), fixed at
+-- admission; runs of version 3 have none.
 CREATE TABLE runs_v4 (
     seq            INTEGER PRIMARY KEY,
     id             TEXT    NOT NULL UNIQUE,
@@ -42,7 +46,8 @@ CREATE TABLE runs_v4 (
     rate_key       TEXT,
     conc_key       TEXT,
     rate_tat       INTEGER,
-    wait_key       TEXT
+    wait_key       TEXT,
+    group_key      TEXT
 );
 INSERT INTO runs_v4 (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, output,
     error, error_code, then_event, idem_key, attempts, epoch, retry_at, lease_owner, lease_expires,
@@ -72,6 +77,11 @@ CREATE INDEX runs_wait_key ON runs (wait_key) WHERE status = 'waiting' AND wait_
 -- by seq, merged with the idle runs of runs_status. A run waiting for a
 -- signal without a deadline never enters it, however long it waits.
 CREATE INDEX runs_wait_due ON runs (seq) WHERE status = 'waiting' AND retry_at IS NOT NULL;
+-- A grouped admission's lookup: the latest admitted run of a process and
+-- group key that is still to run, read from the end of (process,
+-- group_key, seq). Runs without a group key never enter it, and a grouped
+-- run leaves it when it ends, so it holds only the live runs of groups.
+CREATE INDEX runs_group ON runs (process, group_key) WHERE group_key IS NOT NULL AND status IN ('idle', 'running', 'waiting');
 
 CREATE TABLE effects_v4 (
     run_seq      INTEGER NOT NULL,
@@ -100,3 +110,11 @@ CREATE TABLE signals (
 );
 CREATE INDEX signals_key ON signals (key);
 CREATE INDEX signals_keep_until ON signals (keep_until);
+
+-- Paused schedules, by name, with the time of their first pause; a resume
+-- deletes the row. Shared by every engine on the database, and kept
+-- whether or not a schedule of that name is still declared.
+CREATE TABLE paused_schedules (
+    name      TEXT    PRIMARY KEY,
+    paused_at INTEGER NOT NULL
+);
