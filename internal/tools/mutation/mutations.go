@@ -366,6 +366,26 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Children/JoinOf100"), sqlConf("Children/ChildRetriesThenSucceeds")},
 	},
 	{
+		Name:      "singleton-ignored",
+		Guarantee: "Singleton admits no run while one of its key is to run",
+		Edits: []Edit{{
+			File: "emit.go",
+			Old:  "a.Runs[i].GroupKey, a.Runs[i].Group = o.group, o.policy",
+			New:  "a.Runs[i].GroupKey, a.Runs[i].Group = o.group, store.GroupNone",
+		}},
+		Tests: []Test{memConf("Groups/Singleton"), sqlConf("Groups/Debounce")},
+	},
+	{
+		Name:      "debounce-after-start",
+		Guarantee: "Debounce never changes a run that has started",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "'running', 'waiting') AND status = 'idle' AND attempts = 0",
+			New:  "'running', 'waiting') AND status = 'idle'",
+		}},
+		Tests: []Test{sqlStore("Store/Groups/DebounceNotAfterStart")},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{
