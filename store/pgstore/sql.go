@@ -347,7 +347,8 @@ func newQueries(schema string) queries {
 	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, completed_at, error, error_code, tl FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1)`)
 	q.selEffects = s(`SELECT e.key, e.status, e.epoch, e.output, e.error, e.started_at, e.completed_at
 		FROM $S.effects e WHERE e.run_seq = (SELECT seq FROM $S.run_ids WHERE id = $1) ORDER BY e.key`)
-	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at` + fmt.Sprintf(flowColsT, "") + ` FROM $S.runs
+	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at` + fmt.Sprintf(flowColsT, "") + `,
+		status = 'waiting' FROM $S.runs
 		WHERE (status = 'idle' OR (status = 'waiting' AND retry_at IS NOT NULL)) AND seq > $1 ORDER BY seq LIMIT $2`)
 	q.selCounts = s(`SELECT status, sum(n)::bigint FROM $S.counts GROUP BY status`)
 	// Abandoned runs: those of a node whose heartbeat is older than the
