@@ -197,7 +197,12 @@ func Join[K EffectKey](c *Ctx, key K, ids []string, k int) ([]JoinResult, error)
 	return nil, err
 }
 
-func joinWaitKey(jk string, n int) string { return jk + "\x00wait\x00" + strconv.Itoa(n) }
+// joinWaitKey is the effect key of a join's n-th wait: the join's key,
+// then "wait" and n, each after a unit separator (0x1f), a control byte
+// that printable keys do not hold, so that it names no other join's
+// record. Not NUL: PostgreSQL refuses NUL in text, where the PostgreSQL
+// store keeps effect keys.
+func joinWaitKey(jk string, n int) string { return jk + "\x1fwait\x1f" + strconv.Itoa(n) }
 
 // joinSignal is the signal key a run waiting in Join waits for: its
 // children's ends send it.
