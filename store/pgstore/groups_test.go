@@ -279,6 +279,10 @@ func TestDebounceWakesNodes(t *testing.T) {
 	}
 	checkCounts(t, a)
 
+	select { // a notification sent meanwhile (a reconnection) is not the one looked for
+	case <-ready:
+	default:
+	}
 	tx, err := a.Pool().Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -287,6 +291,11 @@ func TestDebounceWakesNodes(t *testing.T) {
 	res = delayed(a.Tx(tx), t0.Add(time.Minute))
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
+	}
+	select {
+	case <-ready:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notification of a debounced run's new start made in a caller's transaction")
 	}
 	if len(res.Grouped) != 1 || res.Grouped[0].ID != id || !res.Grouped[0].RetryAt.Equal(t0.Add(time.Minute)) {
 		t.Fatalf("debounced in a caller's transaction: %+v", res)
