@@ -68,7 +68,7 @@ func groupCases() []Case {
 			clk.Advance(30 * time.Second)
 			h.Emit(e, "doc:changed", 2, yella.Debounce("d", time.Minute))
 			h.Reopen()
-			e = h.Started(slowClock, proc)
+			h.Started(slowClock, proc)
 			clk.Advance(59 * time.Second)
 			time.Sleep(50 * time.Millisecond)
 			Expect(h, "not yet", h.Run(id).Status, store.StatusIdle)
