@@ -203,3 +203,52 @@ func BenchmarkClaimNextFlow(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAdmit: admissions of one run each at the store, sequential
+// (each a commit of its own: p50 reported) and from 8 goroutines at once
+// (batched by the writers): without a group key (plain), and as
+// Singletons of keys seen once (singleton: each takes its group's lock
+// and looks the group up, and admits). Reports admissions per second:
+//
+//	go test -run '^$' -bench Admit -benchtime 3000x ./store/pgstore
+func BenchmarkAdmit(b *testing.B) {
+	for _, grouped := range []bool{false, true} {
+		for _, par := range []int{1, 8} {
+			name := fmt.Sprintf("plain/par%d", par)
+			if grouped {
+				name = fmt.Sprintf("singleton/par%d", par)
+			}
+			b.Run(name, func(b *testing.B) {
+				ctx := context.Background()
+				st := openIn(b, b.TempDir(), pgstore.Options{})
+				lat := make([]time.Duration, b.N)
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for w := range par {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := w; i < b.N; i += par {
+							nr := store.NewRun{ID: newID("r"), Process: "p"}
+							if grouped {
+								nr.GroupKey, nr.Group = nr.ID, store.GroupSingleton
+							}
+							t0 := time.Now()
+							res, err := st.Admit(ctx, store.Admission{Event: "ev", Runs: []store.NewRun{nr}, Now: t0})
+							lat[i] = time.Since(t0)
+							if err != nil || len(res.Admitted) != 1 {
+								b.Errorf("admit: %v %+v", err, res)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "admits/s")
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			})
+		}
+	}
+}

@@ -216,7 +216,7 @@ func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pe
 		var p store.Pending
 		var retry *int64
 		var created int64
-		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry, &created, &p.Priority, &p.RateKey, &p.ConcurrencyKey); err != nil {
+		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry, &created, &p.Priority, &p.RateKey, &p.ConcurrencyKey, &p.Waiting); err != nil {
 			return nil, err
 		}
 		p.RetryAt, p.CreatedAt = fromNS(retry), time.Unix(0, created)

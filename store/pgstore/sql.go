@@ -20,18 +20,20 @@ const (
 	runColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]sstatus, %[1]spayload, %[1]scontext, %[1]soutput, %[1]serror, %[1]serror_code, %[1]sthen_event, %[1]sidem_key,
 	%[1]sattempts, %[1]sepoch, %[1]sretry_at, %[1]slease_owner, %[1]slease_expires,
-	%[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT + waitColT
+	%[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT + waitColT + groupColT
 	claimColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]spayload, %[1]scontext, %[1]sattempts, %[1]sepoch, %[1]screated_at` + flowColsT
 	updColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]sstatus, %[1]soutput, %[1]serror, %[1]serror_code, %[1]sthen_event, %[1]sidem_key, %[1]sattempts, %[1]sepoch,
-	%[1]sretry_at, %[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT + waitColT
+	%[1]sretry_at, %[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT + waitColT + groupColT
 	// flowColsT are a run's flow control, fixed at admission: its
 	// priority (NULL for 0) and its keys (NULL for none).
 	flowColsT = `, coalesce(%[1]spriority, 0) AS priority, coalesce(%[1]srate_key, '') AS rate_key, coalesce(%[1]sconc_key, '') AS conc_key`
 	// waitColT is the signal key a waiting run waits for (NULL for
 	// none).
 	waitColT = `, coalesce(%[1]swait_key, '') AS wait_key`
+	// groupColT is the run's group key (NULL for none).
+	groupColT = `, coalesce(%[1]sgroup_key, '') AS group_key`
 )
 
 // rankExpr is a run's rank (store.Rank) computed from its row: the
@@ -80,6 +82,7 @@ type queries struct {
 	schema string // the quoted schema name
 
 	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts  string
+	groupSingleton, groupDebounce, pause, resume, selPaused                                     string
 	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                      string
 	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates string
 	lockKeys, tryLockKeys                                                                       string
@@ -100,23 +103,26 @@ func newQueries(schema string) queries {
 	s := func(sql string) string { return strings.ReplaceAll(sql, "$S.", schema+".") }
 	q.insRuns = s(`WITH r AS (
 			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
-				priority, rate_key, conc_key, retry_at)
-			SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10, i.priority, i.rate_key, i.conc_key, $14::bigint
-			FROM unnest($1::text[], $2::text[], $11::int[], $12::text[], $13::text[]) WITH ORDINALITY AS i(id, process, priority, rate_key, conc_key, ord)
+				priority, rate_key, conc_key, retry_at, group_key)
+			SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10, i.priority, i.rate_key, i.conc_key, $14::bigint, i.group_key
+			FROM unnest($1::text[], $2::text[], $11::int[], $12::text[], $13::text[], $15::text[])
+				WITH ORDINALITY AS i(id, process, priority, rate_key, conc_key, group_key, ord)
 			ORDER BY i.ord
 			ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING
 			RETURNING seq, id),
 		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
 		SELECT seq, id FROM r`)
 	// The follow-up runs of a batch's attempt ends (no idempotency key, no
-	// bound): one row each, in order.
+	// bound, no group policy): one row each, in order.
 	q.insChildren = s(`WITH r AS (
 			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at,
-				priority, rate_key, conc_key, retry_at)
-			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created, i.priority, i.rate_key, i.conc_key, i.retry_at
+				priority, rate_key, conc_key, retry_at, group_key)
+			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created, i.priority, i.rate_key, i.conc_key,
+				i.retry_at, i.group_key
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[],
-				$10::int[], $11::text[], $12::text[], $13::bigint[])
-				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at, ord)
+				$10::int[], $11::text[], $12::text[], $13::bigint[], $14::text[])
+				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at,
+					group_key, ord)
 			ORDER BY i.ord
 			RETURNING seq, id),
 		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
@@ -131,6 +137,37 @@ func newQueries(schema string) queries {
 	q.tryLockKeys = `SELECT k FROM unnest($1::bigint[]) AS l(k) WHERE NOT pg_try_advisory_xact_lock(k)`
 	q.activeCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status IN ('idle', 'running') AND process = ANY($1) GROUP BY process`)
 	q.runningCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status = 'running' AND process = ANY($1) GROUP BY process`)
+
+	// Groups (see admitGroups), under the group's lock. The run of
+	// process $1 and group key $2 that stands in for a Singleton
+	// admission: the latest one idle, running or waiting (runs_group,
+	// read backwards).
+	q.groupSingleton = s(`SELECT ` + updCols + ` FROM $S.runs
+		WHERE process = $1 AND group_key = $2 AND status IN ('idle', 'running', 'waiting') ORDER BY seq DESC LIMIT 1`)
+	// A Debounce admission: the latest run of the group that is idle and
+	// never started, locked (a claim committed meanwhile makes it fail the
+	// recheck, and the one before it is taken), takes the admission's
+	// payload ($3), context ($4) and start ($5, NULL: at once), with one
+	// timeline entry at $6; moved says whether its start changed. The
+	// run's status is tested as runs_group's predicate, and the test that
+	// it is idle spelled IS TRUE, so that the planner cannot read
+	// runs_active (or runs_idle) instead: every active run of the process,
+	// sorted.
+	q.groupDebounce = s(`WITH g AS (
+			SELECT seq, retry_at FROM $S.runs
+			WHERE process = $1 AND group_key = $2 AND status IN ('idle', 'running', 'waiting') AND (status = 'idle' AND attempts = 0) IS TRUE
+			ORDER BY seq DESC LIMIT 1 FOR UPDATE),
+		u AS (
+			UPDATE $S.runs r SET payload = $3, context = $4, retry_at = $5::bigint, tl = r.tl + 1 FROM g WHERE r.seq = g.seq
+			RETURNING g.retry_at IS DISTINCT FROM r.retry_at AS moved, ` + updColsR + `),
+		t AS (
+			INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
+			SELECT seq, tl, $6, 'idle', attempts, '', '', 'debounced' FROM u)
+		SELECT * FROM u`)
+	// Paused schedules: a pause keeps its first time.
+	q.pause = s(`INSERT INTO $S.paused_schedules (name, paused_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`)
+	q.resume = s(`DELETE FROM $S.paused_schedules WHERE name = $1`)
+	q.selPaused = s(`SELECT name, paused_at FROM $S.paused_schedules`)
 
 	// A claim by id keeps the rate key's new theoretical arrival time
 	// ($5, per id; NULL for none) on the run, if it has a rate key.
@@ -347,7 +384,8 @@ func newQueries(schema string) queries {
 	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, completed_at, error, error_code, tl FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1)`)
 	q.selEffects = s(`SELECT e.key, e.status, e.epoch, e.output, e.error, e.started_at, e.completed_at
 		FROM $S.effects e WHERE e.run_seq = (SELECT seq FROM $S.run_ids WHERE id = $1) ORDER BY e.key`)
-	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at` + fmt.Sprintf(flowColsT, "") + ` FROM $S.runs
+	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at` + fmt.Sprintf(flowColsT, "") + `,
+		status = 'waiting' FROM $S.runs
 		WHERE (status = 'idle' OR (status = 'waiting' AND retry_at IS NOT NULL)) AND seq > $1 ORDER BY seq LIMIT $2`)
 	q.selCounts = s(`SELECT status, sum(n)::bigint FROM $S.counts GROUP BY status`)
 	// Abandoned runs: those of a node whose heartbeat is older than the
@@ -435,7 +473,7 @@ func scanRun(sc scanner, extra ...any) (store.Run, int, error) {
 	dest := []any{&r.Seq, &r.ID, &r.Process, &r.Event, &corr, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), (*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem,
 		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl,
-		&r.Priority, &r.RateKey, &r.ConcurrencyKey, &r.WaitKey}
+		&r.Priority, &r.RateKey, &r.ConcurrencyKey, &r.WaitKey, &r.GroupKey}
 	if err := sc.Scan(append(dest, extra...)...); err != nil {
 		return r, 0, err
 	}
@@ -469,7 +507,7 @@ func scanUpdated(sc scanner, lead ...any) (store.Run, int, error) {
 	var tl int
 	dest := append(lead, &r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem, &r.Attempts, &r.Epoch, &retry,
-		&created, &started, &completed, &r.Version, &tl, &r.Priority, &r.RateKey, &r.ConcurrencyKey, &r.WaitKey)
+		&created, &started, &completed, &r.Version, &tl, &r.Priority, &r.RateKey, &r.ConcurrencyKey, &r.WaitKey, &r.GroupKey)
 	err := sc.Scan(dest...)
 	r.Status = store.Status(status)
 	r.ParentID, r.IdempotencyKey = str(parent), str(idem)

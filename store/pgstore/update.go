@@ -56,8 +56,9 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 }
 
 // plainChildren reports whether an update's follow-up runs (if any) are
-// all admitted whatever the database holds: no idempotency key and no
-// admission bound. Such an update ends its attempt in its batch's
+// all admitted whatever the database holds: no idempotency key, no
+// admission bound and no group policy (a group key alone is only
+// stored). Such an update ends its attempt in its batch's
 // statements, its follow-ups inserted by one statement for the batch.
 func plainChildren(a *store.Admission) bool {
 	if a == nil {
@@ -67,7 +68,7 @@ func plainChildren(a *store.Admission) bool {
 		return false
 	}
 	for _, nr := range a.Runs {
-		if nr.Limit > 0 {
+		if nr.Limit > 0 || hasGroup(nr) {
 			return false
 		}
 	}
@@ -270,7 +271,7 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 	var payloads, contexts [][]byte
 	var created []int64
 	var prios []*int32
-	var rateKeys, concKeys []*string
+	var rateKeys, concKeys, groupKeys []*string
 	var retryAts []*int64
 	for i, c := range cs {
 		a := c.fin.u.Children
@@ -286,14 +287,14 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 			corrs, depths = append(corrs, corr), append(depths, int32(a.Depth))
 			payloads, contexts, created = append(payloads, blob(a.Payload)), append(contexts, blob(a.Context)), append(created, a.Now.UnixNano())
 			prios, rateKeys, concKeys = append(prios, nullInt(nr.Priority)), append(rateKeys, nullStr(nr.RateKey)), append(concKeys, nullStr(nr.ConcurrencyKey))
-			retryAts = append(retryAts, notBefore(a))
+			retryAts, groupKeys = append(retryAts, notBefore(a)), append(groupKeys, nullStr(nr.GroupKey))
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	rows, err := w.tx.Query(w.ctx, w.s.q.insChildren, ids, procs, events, corrs, parents, depths, payloads, contexts, created,
-		prios, rateKeys, concKeys, retryAts)
+		prios, rateKeys, concKeys, retryAts, groupKeys)
 	if err != nil {
 		return err
 	}
@@ -330,6 +331,7 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 				ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
 				Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context, CreatedAt: time.Unix(0, a.Now.UnixNano()),
 				Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
+				GroupKey: nr.GroupKey,
 			})
 		}
 	}

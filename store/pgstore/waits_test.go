@@ -257,11 +257,15 @@ func TestClaimNextWaitsPastDeadline(t *testing.T) {
 }
 
 // downgradeWaits brings s's schema back to version 4, as that version
-// wrote it: no waiting status, wait key or kept signals.
+// wrote it: no waiting status, wait key or kept signals, no group key or
+// paused schedules.
 func downgradeWaits(t *testing.T, s *pgstore.Store) {
 	t.Helper()
 	sch := s.Schema()
 	for _, q := range []string{
+		"DROP TABLE " + sch + ".paused_schedules",
+		"DROP INDEX " + sch + ".runs_group",
+		"ALTER TABLE " + sch + ".runs DROP COLUMN group_key",
 		"DROP TABLE " + sch + ".signals",
 		"DROP INDEX " + sch + ".runs_wait_key, " + sch + ".runs_wait_due",
 		"ALTER TABLE " + sch + ".runs DROP COLUMN wait_key",
@@ -279,7 +283,8 @@ func downgradeWaits(t *testing.T, s *pgstore.Store) {
 
 // TestWaitsMigrated: a schema of version 4 (no waits) is brought to
 // version 5 (and on to the current one): its runs and effects read back
-// as they were, and its runs can wait, be signalled, and keep signals.
+// as they were, and its runs can wait, be signalled, and keep signals;
+// admissions can be grouped and schedules paused.
 func TestWaitsMigrated(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -301,7 +306,7 @@ func TestWaitsMigrated(t *testing.T) {
 	}
 	for _, o := range old {
 		got, err := s.Run(ctx, o.ID)
-		if err != nil || got.WaitKey != "" {
+		if err != nil || got.WaitKey != "" || got.GroupKey != "" {
 			t.Fatalf("run %s after the migration: %v %+v", o.ID, err, got)
 		}
 	}
@@ -320,6 +325,16 @@ func TestWaitsMigrated(t *testing.T) {
 	}
 	if w := waitAt(t, s, claimOne(t, s, old[2].ID, t0), "w", "k2", t0, time.Time{}); w.Status != store.StatusIdle {
 		t.Errorf("a wait did not take the kept signal: %s", w.Status)
+	}
+	g1 := admitGroup(t, s, "p", "g", store.GroupSingleton, t0, `1`)
+	if g2 := admitGroup(t, s, "p", "g", store.GroupSingleton, t0, `2`); len(g1.Admitted) != 1 || len(g2.Grouped) != 1 || g2.Grouped[0].ID != g1.Admitted[0].ID {
+		t.Errorf("a singleton after the migration: %+v then %+v", g1, g2)
+	}
+	if err := s.PauseSchedule(ctx, "daily", true, t0); err != nil {
+		t.Fatal(err)
+	}
+	if ps, err := s.PausedSchedules(ctx); err != nil || !ps["daily"].Equal(t0) {
+		t.Errorf("paused schedules after the migration: %v %v", ps, err)
 	}
 	checkCounts(t, s)
 }

@@ -1,8 +1,9 @@
--- Version 5: waits and signals. An attempt may end waiting (status
--- 'waiting'): for a signal (wait_key, the signal's key), until a deadline
--- (retry_at), or both. Its wait is an effect record in status 'waiting'
--- until a signal completes it. wait_key is NULL unless the run waits for
--- a signal: rows of other runs do not grow.
+-- Version 5: waits and signals; run groups and paused schedules (below).
+-- An attempt may end waiting (status 'waiting'): for a signal (wait_key,
+-- the signal's key), until a deadline (retry_at), or both. Its wait is an
+-- effect record in status 'waiting' until a signal completes it. wait_key
+-- is NULL unless the run waits for a signal: rows of other runs do not
+-- grow.
 ALTER TABLE $S.runs DROP CONSTRAINT runs_status_check;
 ALTER TABLE $S.runs ADD CONSTRAINT runs_status_check
     CHECK (status IN ('idle','running','waiting','completed','deferred','errored','dead-letter','fenced','cancelled'));
@@ -28,3 +29,20 @@ CREATE TABLE $S.signals (
 );
 CREATE INDEX signals_key ON $S.signals (key, seq);
 CREATE INDEX signals_keep_until ON $S.signals (keep_until);
+
+-- Groups (NewRun.GroupKey): a run's group key, NULL for none, fixed at
+-- admission. A Singleton or Debounce admission looks up the latest run of
+-- its process and key still to run (runs_group: backwards from the
+-- highest seq); it holds grouped runs that are idle, running or waiting
+-- only, so rows without a key, and ended runs, take no entry.
+ALTER TABLE $S.runs ADD COLUMN group_key text;
+CREATE INDEX runs_group ON $S.runs (process, group_key, seq)
+    WHERE group_key IS NOT NULL AND status IN ('idle','running','waiting');
+
+-- Paused schedules, by name, with the time of their first pause (Unix
+-- nanoseconds, the engine's clock): the engines' shared memory of a
+-- pause, which outlives them and the schedule's declaration.
+CREATE TABLE $S.paused_schedules (
+    name      text   PRIMARY KEY,
+    paused_at bigint NOT NULL
+);
