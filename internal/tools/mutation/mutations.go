@@ -662,6 +662,28 @@ var pgMutations = []Mutation{
 		Tests: []Test{pgTest("TestRunningCapExactAcrossNodes"), pgTest("TestAdmissionBoundExactAcrossNodes")},
 		Needs: pgURL,
 	},
+	{
+		Name:      "pg-groups-not-locked",
+		Guarantee: "PostgreSQL: a Singleton key has at most one run to run at a time across nodes",
+		Edits: []Edit{{
+			File: "store/pgstore/admit.go",
+			Old:  "\tb.Queue(s.q.lockKeys, keys)",
+			New:  "\tb.Queue(\"SELECT $1::bigint[]\", keys)",
+		}},
+		Tests: []Test{pgTest("TestSingletonWaitsForAnotherNode"), pgTest("TestSingletonExactAcrossNodes")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-signal-not-locked",
+		Guarantee: "PostgreSQL: a signal and a wait on its key never leave the signal kept while the run waits",
+		Edits: []Edit{{
+			File: "store/pgstore/signal.go",
+			Old:  "\t_, err := w.tx.Exec(w.ctx, w.s.q.lockKey, lockID(w.s.opts.Schema, \"signal\\x00\"+key))",
+			New:  "\tvar err error",
+		}},
+		Tests: []Test{pgTest("TestSignalAndWaitRaceAcrossNodes")},
+		Needs: pgURL,
+	},
 }
 
 // full returns the test as part of the full form only.
