@@ -84,6 +84,11 @@ type Config struct {
 	// processed twice. Defaults to DefaultKeyRetention (7 days); negative
 	// keeps keys forever.
 	KeyRetention time.Duration
+	// SignalRetention is how long a signal sent while no run waits for its
+	// key is kept for the next wait on it (Engine.Signal). Defaults to
+	// DefaultSignalRetention (7 days); negative keeps none: a signal then
+	// reaches only a run already waiting.
+	SignalRetention time.Duration
 	// RetentionInterval is how often a retention sweep runs. Defaults to
 	// Retention/2, bounded to [1s, 1m].
 	RetentionInterval time.Duration
@@ -113,6 +118,8 @@ const (
 	DefaultMaxPayloadDepth = 100
 	// DefaultKeyRetention is the default of Config.KeyRetention.
 	DefaultKeyRetention = 7 * 24 * time.Hour
+	// DefaultSignalRetention is the default of Config.SignalRetention.
+	DefaultSignalRetention = 7 * 24 * time.Hour
 )
 
 func invalid(field, format string, args ...any) error {
@@ -190,6 +197,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.KeyRetention == 0 {
 		c.KeyRetention = DefaultKeyRetention
+	}
+	if c.SignalRetention == 0 {
+		c.SignalRetention = DefaultSignalRetention
 	}
 	if c.ObservabilityRetention == 0 {
 		c.ObservabilityRetention = 7 * 24 * time.Hour

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/yella-go/yella/store"
 )
@@ -123,6 +125,15 @@ type idemKeyCtx struct{}
 func EffectIdempotencyKey(ctx context.Context) string {
 	s, _ := ctx.Value(idemKeyCtx{}).(string)
 	return s
+}
+
+// checkKey refuses a key that no store can keep as text: invalid UTF-8,
+// or a NUL byte (a composite key, MakeKey, escapes any string).
+func checkKey(op, what, k string) *Error {
+	if !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 {
+		return &Error{Code: CodeInvalidPayload, Op: op, Msg: what + " " + strconv.Quote(k) + " holds invalid UTF-8 or a NUL byte (MakeKey encodes any string)"}
+	}
+	return nil
 }
 
 func idempotencyKey(runID, key string) string {
@@ -256,6 +267,9 @@ func callEffect[T any](ctx context.Context, fn func(context.Context) (T, error))
 // beginEffect decides what an Effect call does: replay (a stored record),
 // run (nil, nil) after recording the start, or fail.
 func (a *attempt) beginEffect(k string, idempotent bool) (*store.Effect, error) {
+	if err := checkKey("effect", "effect key", k); err != nil {
+		return nil, err
+	}
 	a.mu.Lock()
 	if err := a.fenceErr("effect"); err != nil {
 		a.mu.Unlock()
@@ -334,8 +348,11 @@ func (e *effectFenced) Error() string {
 }
 
 // fenceErr returns the error for a durable operation on an attempt that is
-// over, or nil. Callers hold a.mu.
+// over, or that reached a wait (ErrWaiting), or nil. Callers hold a.mu.
 func (a *attempt) fenceErr(op string) error {
+	if a.wait != nil {
+		return fmt.Errorf("%s: %w", op, ErrWaiting)
+	}
 	if !a.over.Load() && a.ctx.Err() == nil {
 		return nil
 	}

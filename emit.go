@@ -21,6 +21,34 @@ type emitOpts struct {
 	priority *int
 	delay    time.Duration // Delay
 	at       time.Time     // StartAt
+	group    string        // Singleton, Debounce
+	policy   store.GroupPolicy
+	window   time.Duration // Debounce
+}
+
+// MaxGroupKeyBytes bounds the key of Singleton and Debounce.
+const MaxGroupKeyBytes = 512
+
+// Singleton admits a run for a listening process only when no run of that
+// process emitted with the same key is idle, running or waiting: at most
+// one run per key is to run at a time (a sync per user, a rebuild per
+// document). An emission refused this way admits nothing for the process
+// and names the run that stood in (Emission.Grouped, ReasonGrouped); once
+// that run ended (completed, failed, cancelled...), the next emission runs.
+func Singleton(key string) EmitOption {
+	return func(o *emitOpts) { o.group, o.policy, o.window = key, store.GroupSingleton, 0 }
+}
+
+// Debounce runs only the latest of a burst of emissions with the same key:
+// the run starts window after the emission, and an emission with the same
+// key before it started replaces its payload and context and moves its
+// start to window after itself (Emission.Grouped names it,
+// ReasonGrouped), so a burst runs once, with its latest event, once it has
+// been quiet for window. Once the run started, the next emission admits a
+// new run. Per listening process; Delay or StartAt, if later, wins over
+// the window.
+func Debounce(key string, window time.Duration) EmitOption {
+	return func(o *emitOpts) { o.group, o.policy, o.window = key, store.GroupDebounce, window }
 }
 
 // Delay admits the runs now and starts them no earlier than d from now:
@@ -58,6 +86,9 @@ const (
 	// event is not processed again. Emission.Existing and Emission.Pruned
 	// name the pruned runs.
 	ReasonProcessed Reason = "already-processed"
+	// ReasonGrouped: for every listener a run emitted with the same
+	// Singleton or Debounce key stood in (see Emission.Grouped).
+	ReasonGrouped Reason = "grouped"
 )
 
 // Emission reports what an Emit did.
@@ -71,6 +102,10 @@ type Emission struct {
 	// nothing was admitted: the event is lost for them unless emitted
 	// again. Err turns it into an error.
 	Dropped []string
+	// Grouped lists the runs emitted earlier with the same Singleton or
+	// Debounce key that stood in for this emission's (a debounced run now
+	// carries this emission's payload and start time).
+	Grouped []string
 	Reason  Reason // why no run was admitted now; "" if some were
 }
 
@@ -147,6 +182,12 @@ func (e *Engine) admission(event string, payload any, o emitOpts) (*store.Admiss
 	if o.delay < 0 {
 		return nil, &Error{Code: CodeInvalidConfig, Field: "Delay", Msg: fmt.Sprintf("delay must not be negative, got %v", o.delay)}
 	}
+	if o.policy != store.GroupNone && (o.group == "" || len(o.group) > MaxGroupKeyBytes || checkKey("", "", o.group) != nil) {
+		return nil, &Error{Code: CodeInvalidConfig, Field: "Group", Msg: fmt.Sprintf("a Singleton or Debounce key must be 1 to %d bytes of UTF-8 without NUL, got %d bytes", MaxGroupKeyBytes, len(o.group))}
+	}
+	if o.window < 0 {
+		return nil, &Error{Code: CodeInvalidConfig, Field: "Debounce", Msg: fmt.Sprintf("debounce window must not be negative, got %v", o.window)}
+	}
 	targets := e.listeners(event)
 	if len(targets) == 0 {
 		return nil, &Error{Code: CodeUnknownEvent, Msg: "no process listens to " + quote(event)}
@@ -162,13 +203,19 @@ func (e *Engine) admission(event string, payload any, o emitOpts) (*store.Admiss
 	if o.delay > 0 {
 		a.NotBefore = a.Now.Add(o.delay)
 	}
+	if w := a.Now.Add(o.window); o.window > 0 && w.After(a.NotBefore) {
+		a.NotBefore = w
+	}
 	a.Runs = newRuns(targets, a, o.priority)
+	for i := range a.Runs {
+		a.Runs[i].GroupKey, a.Runs[i].Group = o.group, o.policy
+	}
 	return a, nil
 }
 
 // emissionOf reports what an admission did.
 func emissionOf(res store.AdmitResult) Emission {
-	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing), Pruned: runIDs(res.Pruned)}
+	em := Emission{Runs: runIDs(res.Admitted), Existing: runIDs(res.Existing), Pruned: runIDs(res.Pruned), Grouped: runIDs(res.Grouped)}
 	em.Existing = append(em.Existing, em.Pruned...)
 	for _, d := range res.Dropped {
 		em.Dropped = append(em.Dropped, d.Process)
@@ -177,6 +224,8 @@ func emissionOf(res store.AdmitResult) Emission {
 	case len(em.Runs) > 0:
 	case len(em.Dropped) > 0:
 		em.Reason = ReasonAtCapacity
+	case len(res.Grouped) > 0 && len(res.Existing) == 0 && len(res.Pruned) == 0:
+		em.Reason = ReasonGrouped
 	case len(res.Existing) == 0:
 		em.Reason = ReasonProcessed
 	default:
@@ -194,7 +243,8 @@ func (e *Engine) publishDrop(event, process, correlation string) {
 // EmitAndWait emits and waits until every run of the chains it admitted
 // (and, for a repeated idempotency key, of the runs admitted before) is
 // finished: completed, deferred, errored, dead, fenced or cancelled. It
-// returns the root runs as they ended. A run admitted before and already
+// returns the root runs as they ended. A run waiting for a signal or a
+// time is waited for too. A run admitted before and already
 // pruned by retention, or pruned once its chain ended before this call read
 // it, is returned as the store kept it: ID, Process, Event,
 // IdempotencyKey, CreatedAt and Status completed. Delayed retries are
@@ -214,12 +264,8 @@ func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opt
 		if err := e.waitShared(ctx, r.CorrelationID); err != nil {
 			return nil, err
 		}
-		ch := e.disp.CorrelationDone(r.CorrelationID)
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			e.disp.ForgetWaiter(r.CorrelationID, ch)
-			return nil, &Error{Code: CodeDrainTimeout, Op: "emit and wait", Msg: "chain " + r.CorrelationID + " still active", Err: ctx.Err()}
+		if err := e.waitChain(ctx, r.CorrelationID); err != nil {
+			return nil, err
 		}
 		ended, err := e.store.Run(ctx, id)
 		switch {

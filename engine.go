@@ -33,6 +33,10 @@ type Engine struct {
 	schedMu   sync.Mutex
 	schedules map[string]*schedule // by name (schedule.go)
 
+	wokeMu sync.Mutex
+	woke   chan struct{} // closed when a waiting run is queued again (wait.go)
+	joins  joins         // runs waiting in Join (children.go)
+
 	disp    *dispatch.Dispatcher
 	node    *node // on a shared store (shared.go), else nil
 	rec     *obs.Recorder
@@ -279,7 +283,7 @@ func pendingItems(ps []store.Pending) []dispatch.Item {
 	items := make([]dispatch.Item, len(ps))
 	for i, p := range ps {
 		items[i] = dispatch.Item{ID: p.ID, Seq: p.Seq, Rank: store.Rank(p.CreatedAt, p.Priority), Process: p.Process,
-			Correlation: p.CorrelationID, RetryAt: p.RetryAt, RateKey: p.RateKey, ConcKey: p.ConcurrencyKey}
+			Correlation: p.CorrelationID, RetryAt: p.RetryAt, RateKey: p.RateKey, ConcKey: p.ConcurrencyKey, Waiting: p.Waiting}
 	}
 	return items
 }
@@ -319,7 +323,8 @@ func (e *Engine) isState(s engineState) bool {
 }
 
 // Drain waits until this engine has no idle or running run left (delayed
-// retries included; deferred runs count as done), or ctx ends, which gives
+// retries included; deferred runs count as done; waiting runs are not
+// waited for: they hold nothing and may wait for days), or ctx ends, which gives
 // an error with CodeDrainTimeout. Runs owned by other engine instances are
 // not waited for.
 func (e *Engine) Drain(ctx context.Context) error {
@@ -528,7 +533,7 @@ func (e *Engine) flush(before time.Time) {
 
 func (e *Engine) prune() {
 	now := e.clock.Now()
-	req := store.PruneRequest{Limit: e.cfg.RetentionBatch}
+	req := store.PruneRequest{Limit: e.cfg.RetentionBatch, SignalsBefore: now}
 	if e.cfg.Retention > 0 {
 		req.CompletedBefore = now.Add(-e.cfg.Retention)
 	}
@@ -605,7 +610,8 @@ func (e *Engine) enqueue(items ...dispatch.Item) {
 
 func itemOf(r *store.Run) dispatch.Item {
 	return dispatch.Item{ID: r.ID, Seq: r.Seq, Rank: store.Rank(r.CreatedAt, r.Priority), Process: r.Process,
-		Correlation: r.CorrelationID, RetryAt: r.RetryAt, RateKey: r.RateKey, ConcKey: r.ConcurrencyKey}
+		Correlation: r.CorrelationID, RetryAt: r.RetryAt, RateKey: r.RateKey, ConcKey: r.ConcurrencyKey,
+		Waiting: r.Status == store.StatusWaiting}
 }
 
 func runEvent(r *store.Run) Event {

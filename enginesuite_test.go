@@ -49,6 +49,10 @@ var engineSuite = []func() []Case{
 	flowCases,      // enginesuite_flow_test.go: priorities, rate limits, per-key concurrency
 	waitCases,      // enginesuite_wait_test.go: delayed and scheduled runs
 	cronCases,      // enginesuite_cron_test.go: schedules
+	suspendCases,   // enginesuite_suspend_test.go: waits and signals
+	childrenCases,  // enginesuite_children_test.go: children and joins
+	drainWaitCases, // enginesuite_suspend_test.go: Drain and waiting runs
+	groupCases,     // enginesuite_groups_test.go: Singleton, Debounce, paused schedules
 }
 
 // engineStores are the stores the engine suite runs on.

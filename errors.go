@@ -61,6 +61,9 @@ const (
 	CodeInvalidQuery Code = "INVALID_QUERY"
 	// CodePanic: the handler panicked.
 	CodePanic Code = "HANDLER_PANIC"
+	// CodeInvalidSignal: a signal key that is empty, longer than
+	// MaxSignalKeyBytes, or holds invalid UTF-8 or a NUL byte.
+	CodeInvalidSignal Code = "INVALID_SIGNAL"
 )
 
 // Error is the error type of every engine API. Test it with errors.Is

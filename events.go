@@ -53,6 +53,16 @@ const (
 	// RunRequeued: an operator requeued a dead letter with a fresh retry
 	// budget (Engine.RequeueDead, Engine.RequeueAllDead).
 	RunRequeued EventType = "run:requeued"
+	// RunWaiting: an attempt ended at a wait (Sleep, WaitFor); the run is
+	// waiting, holding no slot (or idle at once when a signal was kept for
+	// it: RunSignalled follows).
+	RunWaiting EventType = "run:waiting"
+	// RunSignalled: a signal ended the run's wait (Engine.Signal); it runs
+	// again.
+	RunSignalled EventType = "run:signalled"
+	// RunWaitEnded: an operator ended the run's wait without a signal
+	// (Engine.EndWait); it runs again.
+	RunWaitEnded EventType = "run:wait-ended"
 	// EffectCompleted: an effect's body returned and its result was stored.
 	EffectCompleted EventType = "effect:completed"
 	// EffectFailed: an effect's body returned an error, stored for the
@@ -82,7 +92,7 @@ func EventTypes() []EventType {
 	return []EventType{
 		RunAdmitted, RunDropped, RunStarted, RunCompleted, RunFailed, RunRetryScheduled,
 		RunDeadLettered, RunFenced, RunDepthExceeded, RunResumed, RunCancelled, RunRetried,
-		RunRequeued, EffectCompleted, EffectFailed, EffectReplayed, EffectResolved,
+		RunRequeued, RunWaiting, RunSignalled, RunWaitEnded, EffectCompleted, EffectFailed, EffectReplayed, EffectResolved,
 		LeaseReclaimed, InternalError,
 	}
 }

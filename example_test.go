@@ -280,3 +280,132 @@ func Example_dailyReport() {
 	fmt.Println(eng.Schedules()[0].Next.After(time.Now()))
 	// Output: true
 }
+
+// An approval with a reminder and a deadline: the handler waits for the
+// signal "order:<id>" (Engine.Signal, the HTTP API, `yella signal`), holding
+// no slot while it waits; after a day without it, it sends a reminder and
+// waits one more day.
+func Example_approval() {
+	ctx := context.Background()
+	st := memstore.New()
+	defer st.Close()
+	eng, err := yella.New(yella.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	type decision struct{ By string }
+	err = eng.Register(yella.Process{Name: "approve", On: "order:placed", Run: func(c *yella.Ctx) yella.Result {
+		var order string
+		if err := c.Decode(&order); err != nil {
+			return c.Fail(err)
+		}
+		d, ok, err := yella.WaitFor[decision](c, "approval", "order:"+order, 24*time.Hour)
+		if err != nil {
+			return c.Error(err) // yella.ErrWaiting: the run waits
+		}
+		if !ok {
+			if _, err := yella.Effect(c, "reminder", func(context.Context) (bool, error) { return true, nil }); err != nil {
+				return c.Error(err)
+			}
+			if d, ok, err = yella.WaitFor[decision](c, "approval-2", "order:"+order, 24*time.Hour); err != nil {
+				return c.Error(err)
+			}
+		}
+		if !ok {
+			return c.OK("expired")
+		}
+		return c.OK("approved by " + d.By)
+	}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Stop(ctx)
+	done := make(chan []yella.Run)
+	go func() {
+		runs, err := eng.EmitAndWait(ctx, "order:placed", "A-1001")
+		if err != nil {
+			log.Fatal(err)
+		}
+		done <- runs
+	}()
+	for { // until the run waits
+		if runs, _ := eng.Runs(ctx, yella.RunQuery{Status: []yella.Status{yella.StatusWaiting}, Limit: 1}); len(runs.Runs) == 1 {
+			fmt.Println(runs.Runs[0].Status, "for", runs.Runs[0].Signal)
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := eng.Signal(ctx, "order:A-1001", decision{By: "ann"}); err != nil {
+		log.Fatal(err)
+	}
+	runs := <-done
+	fmt.Println(runs[0].Status, string(runs[0].Output))
+	// Output:
+	// waiting for order:A-1001
+	// completed "approved by ann"
+}
+
+// A fan-out with a join: the crawl starts one child run per URL in its
+// chain and waits for all of them, holding no slot; each child fetches
+// with its own retry policy, and a failure reaches the crawl as a result
+// it handles.
+func Example_fanOut() {
+	ctx := context.Background()
+	st := memstore.New()
+	defer st.Close()
+	eng, err := yella.New(yella.Config{Store: st})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{Name: "crawl", On: "crawl:requested", Run: yella.Handle(func(c *yella.Ctx, urls []string) yella.Result {
+		payloads := make([]any, len(urls))
+		for i, u := range urls {
+			payloads[i] = u
+		}
+		ids, err := yella.Children(c, "fetch", "page:requested", payloads)
+		if err != nil {
+			return c.Error(err)
+		}
+		results, err := yella.Join(c, "fetch", ids, 0)
+		if err != nil {
+			return c.Error(err) // yella.ErrWaiting: the crawl waits for its children
+		}
+		fetched, failed := 0, 0
+		for _, r := range results {
+			if r.OK() {
+				fetched++
+			} else {
+				failed++
+			}
+		}
+		return c.OK(fmt.Sprintf("%d fetched, %d failed", fetched, failed))
+	})})
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = eng.Register(yella.Process{Name: "fetch", On: "page:requested", Retry: &yella.Retry{Max: 2, Backoff: yella.Fixed(time.Millisecond)},
+		Run: yella.Handle(func(c *yella.Ctx, url string) yella.Result {
+			if url == "https://example.com/missing" {
+				return c.Fail(errors.New("404"))
+			}
+			return c.OK(len(url)) // an httpx.Do call in a real crawl
+		})})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		log.Fatal(err)
+	}
+	defer eng.Stop(ctx)
+	urls := []string{"https://example.com/a", "https://example.com/b", "https://example.com/missing"}
+	runs, err := eng.EmitAndWait(ctx, "crawl:requested", urls)
+	if err != nil {
+		log.Fatal(err)
+	}
+	chain, _ := eng.Chain(ctx, runs[0].ID)
+	fmt.Println(string(runs[0].Output), "in a chain of", len(chain), "runs")
+	// Output: "2 fetched, 1 failed" in a chain of 4 runs
+}

@@ -35,6 +35,7 @@ type attempt struct {
 	vars       map[string]json.RawMessage
 	effects    map[string]store.Effect
 	inflight   map[string]bool
+	wait       *wait // set when the handler reached a wait (ErrWaiting)
 }
 
 // execute claims one dispatched run and executes it. The handler runs on
@@ -249,6 +250,14 @@ func (a *attempt) decide(res Result, fenced bool, now time.Time) *change {
 	a.mu.Unlock()
 	if ef != nil { // whatever the handler made of the error, the run stops here
 		res, fenced = Result{kind: resultFail, err: ef, code: CodeEffectFenced}, true
+	}
+	a.mu.Lock()
+	w := a.wait
+	a.mu.Unlock()
+	if w != nil && ef == nil { // whatever the handler returned, the run waits
+		u.Action, u.RetryAt, u.Wait = store.ActionWait, w.until, &store.Wait{Key: w.key, Signal: w.signal}
+		c.join = w.join
+		return c
 	}
 	failed := func(act store.Action, err error, code Code) *change {
 		u.Action, u.Error, u.ErrorCode = act, err.Error(), string(code)

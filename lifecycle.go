@@ -40,6 +40,8 @@ type change struct {
 	// event is the action's own event, published first: an operator's
 	// action, a reclaim. Operator actions publish nothing else.
 	event EventType
+	// join: the attempt ended waiting in Join for these children.
+	join *joinWatch
 	// depth: the follow-up would exceed Config.MaxChainDepth.
 	depth bool
 }
@@ -99,11 +101,29 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 		e.stop(r.ID) // an operator ended (or set aside) the run
 	}
 	e.announce(c, r, res.Children.Admitted)
-	if r.Status == store.StatusIdle {
-		// After its events: a retry that starts at once must not announce
-		// its own outcome before this one.
+	// After its events: a retry that starts at once must not announce its
+	// own outcome before this one.
+	if c.join != nil || e.joins.n.Load() > 0 {
+		e.joinSettled(r, c.join)
+	}
+	switch {
+	case r.Status == store.StatusIdle && c.u.Epoch == 0:
+		e.requeue(r) // an operator ended its wait: queued for now, not its deadline
+	case r.Status == store.StatusIdle, r.Status == store.StatusWaiting && !r.RetryAt.IsZero():
 		e.enqueue(itemOf(r))
 	}
+}
+
+// requeue queues run r anew: an entry queued for it earlier (a waiting
+// run's deadline) is replaced by r's.
+func (e *Engine) requeue(r *store.Run) {
+	if e.node == nil && e.lookup(r.Process) != nil {
+		e.disp.Replace(itemOf(r))
+	} else {
+		e.disp.Remove(r.ID)
+		e.enqueue(itemOf(r))
+	}
+	e.wakeWaiters()
 }
 
 // refused publishes what a change the store refused (or the decision
@@ -135,6 +155,11 @@ func (e *Engine) admitted(a *store.Admission, res store.AdmitResult) {
 	}
 	for _, d := range res.Dropped {
 		e.publishDrop(a.Event, d.Process, a.CorrelationID)
+	}
+	for i := range res.Grouped {
+		if g := &res.Grouped[i]; g.Status == store.StatusIdle && g.Attempts == 0 {
+			e.requeue(g) // debounced: queued for its new start
+		}
 	}
 }
 
@@ -169,6 +194,13 @@ func (e *Engine) announce(c *change, r *store.Run, children []store.Run) {
 	}
 	if c.u.Epoch == 0 || c.u.Action == store.ActionHandBack {
 		return // an operator's action, or a run left for an engine that has its handler
+	}
+	if c.u.Action == store.ActionWait {
+		e.publish(with(ev, RunWaiting))
+		if r.Status == store.StatusIdle { // a signal was kept for it
+			e.publish(with(ev, RunSignalled))
+		}
+		return
 	}
 	switch r.Status {
 	case store.StatusCompleted, store.StatusDeferred:

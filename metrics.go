@@ -48,7 +48,7 @@ type ProcessMetrics struct {
 type DispatcherMetrics struct {
 	Slots   int // fleet concurrency
 	Ready   int // idle and due, waiting for a slot
-	Delayed int // idle, waiting for a retry delay
+	Delayed int // idle, waiting for a retry delay; and waiting runs with a deadline (Sleep, WaitFor with a timeout)
 	Running int // executing
 	// RateLimited and KeyLimited count the idle, due runs held back by a
 	// rate limit (Process.RateLimit) or by their key's concurrency bound

@@ -116,6 +116,21 @@ func (e *Engine) Run(ctx context.Context, id string) (Run, error) {
 		return Run{}, storeErr("run", id, err)
 	}
 	out := runOf(r)
+	if r.Status == store.StatusWaiting {
+		out.Waiting, out.WaitingUntil = "sleep", r.RetryAt
+		if r.WaitKey != "" {
+			out.Waiting = "signal"
+		}
+		effs, err := e.store.Effects(ctx, id)
+		if err != nil {
+			return Run{}, storeErr("run", id, err)
+		}
+		for _, f := range effs {
+			if f.Status == store.EffectWaiting {
+				out.WaitingSince, out.WaitKey = f.StartedAt, f.Key
+			}
+		}
+	}
 	if r.Status == store.StatusIdle && e.node == nil {
 		if why, at, ok := e.disp.Waiting(id); ok {
 			out.Waiting = waitingReasons[why]

@@ -14,8 +14,8 @@ import (
 // so this API stays put when storage changes.
 
 // Status is where a run stands, as an operator sees it. It refines the raw
-// State: deferred is a kind of completed; dead-letter, fenced and
-// cancelled are kinds of errored.
+// State: waiting is a kind of idle; deferred is a kind of completed;
+// dead-letter, fenced and cancelled are kinds of errored.
 type Status string
 
 // Run statuses.
@@ -25,6 +25,11 @@ const (
 	StatusIdle Status = "idle"
 	// StatusRunning: an attempt holds the run (see Run.Owner).
 	StatusRunning Status = "running"
+	// StatusWaiting: an attempt ended at a wait (Sleep, WaitFor): the run
+	// holds no slot until a signal (Run.Signal) arrives or its deadline
+	// (Run.RetryAt; zero: none) passes; then it runs again. Engine.EndWait
+	// ends the wait, Engine.Cancel the run.
+	StatusWaiting Status = "waiting"
 	// StatusCompleted: the handler returned Ctx.OK; final.
 	StatusCompleted Status = "completed"
 	// StatusDeferred: completed, holding its follow-up event (Run.Then)
@@ -47,7 +52,7 @@ const (
 )
 
 // statuses lists every status, in the order a reader meets them.
-var statuses = [...]Status{StatusIdle, StatusRunning, StatusCompleted, StatusDeferred, StatusErrored, StatusDead, StatusFenced, StatusCancelled}
+var statuses = [...]Status{StatusIdle, StatusRunning, StatusWaiting, StatusCompleted, StatusDeferred, StatusErrored, StatusDead, StatusFenced, StatusCancelled}
 
 // Valid reports whether s is one of the statuses above.
 func (s Status) Valid() bool {
@@ -59,9 +64,13 @@ func (s Status) Valid() bool {
 	return false
 }
 
-// Active reports whether a run with this status still has work to do
-// (idle or running).
+// Active reports whether a run with this status is queued or executing
+// (idle or running). A waiting run is neither active nor final.
 func (s Status) Active() bool { return s == StatusIdle || s == StatusRunning }
+
+// Final reports whether a run with this status is done until an operator
+// acts (completed, deferred, errored, dead-letter, fenced, cancelled).
+func (s Status) Final() bool { return store.Status(s).Final() }
 
 // State returns the raw state s refines.
 func (s Status) State() State { return State(store.Status(s).State()) }
@@ -139,8 +148,15 @@ type Run struct {
 	// Engine.RequeueDead.
 	Attempts int
 	// RetryAt is when an idle run waiting for a retry may start again;
-	// zero when it may start at once.
+	// zero when it may start at once. For a waiting run it is the wait's
+	// deadline (zero: none).
 	RetryAt time.Time
+	// Signal is, for a waiting run, the signal key it waits for
+	// (Engine.Signal); "" while it sleeps, and for other runs.
+	Signal string
+	// Group is the Singleton or Debounce key the run was emitted with ("" for
+	// none).
+	Group string
 
 	// Owner is, while the run is running, the engine instance whose attempt
 	// holds it (that engine's Owner, Config.Owner); "" otherwise.
@@ -181,11 +197,16 @@ type Run struct {
 	// has not started: "slot" (every slot is taken), "retry" (its RetryAt
 	// has not come), "process cap" (Process.Concurrency), "key
 	// concurrency" (its key is at its bound) or "rate limit" (its key
-	// allows no start before WaitingUntil). Empty for other runs, and with
-	// a shared store, where the store decides when it claims. Only
-	// Engine.Run sets it; listings leave it empty.
+	// allows no start before WaitingUntil). For a waiting run it is
+	// "signal" (WaitFor) or "sleep" (Sleep), until WaitingUntil (zero: no
+	// deadline), since WaitingSince, in the wait named WaitKey. Empty for
+	// other runs, and, for idle runs, with a shared store, where the store
+	// decides when it claims. Only Engine.Run sets them; listings leave
+	// them empty.
 	Waiting      string
 	WaitingUntil time.Time
+	WaitingSince time.Time
+	WaitKey      string
 }
 
 // State returns the raw state of the run's status.
@@ -201,7 +222,7 @@ func runOf(r store.Run) Run {
 		IdempotencyKey: r.IdempotencyKey, Attempts: r.Attempts, RetryAt: r.RetryAt,
 		Owner: r.LeaseOwner, LeaseExpires: r.LeaseExpires, Epoch: r.Epoch,
 		CreatedAt: r.CreatedAt, StartedAt: r.StartedAt, CompletedAt: r.CompletedAt, Version: r.Version,
-		Priority: r.Priority,
+		Priority: r.Priority, Signal: r.WaitKey, Group: r.GroupKey,
 	}
 	if r.RateKey != "" {
 		out.RateLimit, out.RateKey = splitKey(r.RateKey)

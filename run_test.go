@@ -31,7 +31,8 @@ func TestRunOf(t *testing.T) {
 		Output: json.RawMessage(`3`), Error: "boom", ErrorCode: "HANDLER_TIMEOUT", Then: "next",
 		IdempotencyKey: "k", Attempts: 3, Epoch: 4, RetryAt: t0.Add(1), LeaseOwner: "engine-a",
 		LeaseExpires: t0.Add(2), CreatedAt: t0.Add(3), StartedAt: t0.Add(4), CompletedAt: t0.Add(5), Version: "v2",
-		Priority: 5, RateKey: "openai\x1ftenant-1", ConcurrencyKey: "crawl\x1fexample.com",
+		Priority: 5, RateKey: "openai\x1ftenant-1", ConcurrencyKey: "crawl\x1fexample.com", WaitKey: "order:1",
+		GroupKey: "user-1",
 	}
 	allSet(t, "store.Run", in)
 	want := Run{
@@ -41,12 +42,14 @@ func TestRunOf(t *testing.T) {
 		IdempotencyKey: "k", Attempts: 3, Epoch: 4, RetryAt: t0.Add(1), Owner: "engine-a",
 		LeaseExpires: t0.Add(2), CreatedAt: t0.Add(3), StartedAt: t0.Add(4), CompletedAt: t0.Add(5), Version: "v2",
 		Priority: 5, RateLimit: "openai", RateKey: "tenant-1", ConcurrencyLimit: "crawl", ConcurrencyKey: "example.com",
+		Signal: "order:1", Group: "user-1",
 	}
 	got := runOf(in)
-	// Waiting comes from the engine's queue, not the stored run (Engine.Run
-	// sets it: Flow/WaitingReason).
-	got.Waiting, got.WaitingUntil = "rate limit", t0.Add(6)
-	want.Waiting, want.WaitingUntil = "rate limit", t0.Add(6)
+	// Waiting comes from the engine's queue or the wait's record, not the
+	// stored run (Engine.Run sets it: Flow/WaitingReason,
+	// Waits/SleepOnceAtItsTime).
+	got.Waiting, got.WaitingUntil, got.WaitingSince, got.WaitKey = "rate limit", t0.Add(6), t0.Add(7), "str:w"
+	want.Waiting, want.WaitingUntil, want.WaitingSince, want.WaitKey = "rate limit", t0.Add(6), t0.Add(7), "str:w"
 	allSet(t, "Run", got)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("runOf:\n got %+v\nwant %+v", got, want)
@@ -54,7 +57,7 @@ func TestRunOf(t *testing.T) {
 	if runsOf(nil) != nil {
 		t.Error("runsOf(nil) is not nil")
 	}
-	want.Waiting, want.WaitingUntil = "", time.Time{} // listings leave it empty
+	want.Waiting, want.WaitingUntil, want.WaitingSince, want.WaitKey = "", time.Time{}, time.Time{}, "" // listings leave them empty
 	if rs := runsOf([]store.Run{in, {ID: "r2"}}); len(rs) != 2 || !reflect.DeepEqual(rs[0], want) || rs[1].ID != "r2" {
 		t.Errorf("runsOf = %+v", rs)
 	}
@@ -109,8 +112,9 @@ func TestStatusesMatchTheStore(t *testing.T) {
 		if string(p) != string(s) {
 			t.Errorf("status %d: %q, the store's is %q", i, p, s)
 		}
-		if !p.Valid() || string(p.State()) != string(s.State()) || p.Active() != s.Active() {
-			t.Errorf("status %q: Valid %v, State %q, Active %v; the store's State %q, Active %v", p, p.Valid(), p.State(), p.Active(), s.State(), s.Active())
+		if !p.Valid() || string(p.State()) != string(s.State()) || p.Active() != s.Active() || p.Final() != s.Final() {
+			t.Errorf("status %q: Valid %v, State %q, Active %v, Final %v; the store's State %q, Active %v, Final %v",
+				p, p.Valid(), p.State(), p.Active(), p.Final(), s.State(), s.Active(), s.Final())
 		}
 	}
 	if Status("dead").Valid() {

@@ -1,6 +1,7 @@
 package yella
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -66,6 +67,11 @@ type ScheduleInfo struct {
 	LastRuns []string
 	// Err is the error of the latest tick's emission, "" when it worked.
 	Err string
+	// Paused: the schedule is paused (Engine.PauseSchedule) since
+	// PausedAt, as this engine last read it (at its latest tick, or its
+	// own pause or resume): its ticks are skipped.
+	Paused   bool
+	PausedAt time.Time
 }
 
 // schedule is a registered Schedule with its parsed spec and state.
@@ -79,6 +85,7 @@ type schedule struct {
 	last     time.Time
 	lastRuns []string
 	err      string
+	pausedAt time.Time // zero: not paused, as last read from the store
 }
 
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
@@ -150,7 +157,8 @@ func (e *Engine) Schedules() []ScheduleInfo {
 	for i, sc := range scs {
 		sc.mu.Lock()
 		out[i] = ScheduleInfo{Name: sc.Name, Cron: sc.Cron, Location: sc.Location.String(), Event: sc.Event, CatchUp: sc.CatchUp,
-			Next: sc.next, Last: sc.last, LastRuns: slices.Clone(sc.lastRuns), Err: sc.err}
+			Next: sc.next, Last: sc.last, LastRuns: slices.Clone(sc.lastRuns), Err: sc.err,
+			Paused: !sc.pausedAt.IsZero(), PausedAt: sc.pausedAt}
 		sc.mu.Unlock()
 	}
 	return out
@@ -265,8 +273,21 @@ func (e *Engine) retrySchedule(sc *schedule) {
 	e.timers[id] = e.clock.AfterFunc(time.Second, func() { e.fireSchedule(sc, id) })
 }
 
-// emitTick admits one tick under its idempotency key.
+// emitTick admits one tick under its idempotency key, unless the schedule
+// is paused (read from the store at each tick, so a pause by any engine
+// holds on all).
 func (e *Engine) emitTick(sc *schedule, t time.Time) error {
+	paused, err := e.store.PausedSchedules(e.io)
+	if err != nil {
+		e.storeFailed("schedule", err)
+		return &Error{Code: CodeUnavailable, Op: "schedule", Err: err}
+	}
+	sc.mu.Lock()
+	sc.pausedAt = paused[sc.Name]
+	sc.mu.Unlock()
+	if _, ok := paused[sc.Name]; ok {
+		return nil // skipped: not admitted, not caught up after a resume
+	}
 	payload := sc.Payload
 	if payload == nil {
 		payload = map[string]string{"schedule": sc.Name, "tick": t.UTC().Format(time.RFC3339Nano)}
@@ -284,6 +305,45 @@ func (e *Engine) emitTick(sc *schedule, t time.Time) error {
 		return err
 	}
 	sc.lastRuns = append(append([]string(nil), em.Runs...), em.Existing...)
+	return nil
+}
+
+// PauseSchedule pauses the schedule name, durably: its ticks are skipped,
+// by this engine and every other engine on the store (each reads the pause
+// at its ticks), across restarts, until ResumeSchedule. Ticks skipped while
+// paused are not caught up. CodeInvalidConfig when no schedule has that
+// name here.
+func (e *Engine) PauseSchedule(ctx context.Context, name string) error {
+	return e.setPaused(ctx, name, true)
+}
+
+// ResumeSchedule resumes a paused schedule from its next tick.
+func (e *Engine) ResumeSchedule(ctx context.Context, name string) error {
+	return e.setPaused(ctx, name, false)
+}
+
+func (e *Engine) setPaused(ctx context.Context, name string, paused bool) error {
+	op := "resume schedule"
+	if paused {
+		op = "pause schedule"
+	}
+	e.schedMu.Lock()
+	sc := e.schedules[name]
+	e.schedMu.Unlock()
+	if sc == nil {
+		return &Error{Code: CodeInvalidConfig, Op: op, Field: "name", Msg: "no schedule named " + quote(name)}
+	}
+	now := e.clock.Now()
+	if err := e.store.PauseSchedule(ctx, name, paused, now); err != nil {
+		return storeErr(op, "", err)
+	}
+	all, err := e.store.PausedSchedules(ctx)
+	if err != nil {
+		return storeErr(op, "", err)
+	}
+	sc.mu.Lock()
+	sc.pausedAt = all[name]
+	sc.mu.Unlock()
 	return nil
 }
 

@@ -402,7 +402,7 @@ func (n *node) notifyWaiters() {
 	n.changed = make(chan struct{})
 }
 
-// waitChain waits until no run of the chain is idle or running: it reads
+// waitChain waits until no run of the chain is idle, running or waiting: it reads
 // the chain from the store after each local event or notification, and at
 // least every sharedPoll, since its runs may execute on other nodes.
 func (n *node) waitChain(ctx context.Context, corr string) error {
@@ -424,7 +424,7 @@ func (n *node) waitChain(ctx context.Context, corr string) error {
 		}
 		active := false
 		for i := range runs {
-			active = active || runs[i].Status.Active()
+			active = active || !runs[i].Status.Final()
 		}
 		if !active {
 			return nil

@@ -135,7 +135,7 @@ func spanOf(r Run, tl []TimelineEntry) Span {
 			}
 		}
 	}
-	if !r.Status.Active() {
+	if r.Status.Final() {
 		sp.EndedAt = lastEnd
 		if lastEnd.IsZero() { // it never ran: cancelled while queued
 			sp.EndedAt = r.CompletedAt

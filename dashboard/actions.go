@@ -105,6 +105,39 @@ func (s *server) resume(w http.ResponseWriter, r *http.Request) {
 	s.back(w, r, "/runs/"+url.PathEscape(id))
 }
 
+// signalRun ends the wait of a run waiting for a signal with the payload
+// typed in its form (empty: null).
+func (s *server) signalRun(w http.ResponseWriter, r *http.Request) {
+	if !s.readForm(w, r) {
+		return
+	}
+	id, input := r.PathValue("id"), r.PostForm.Get("payload")
+	payload, bad := parseJSON(input)
+	if bad != "" {
+		s.renderRun(w, r, http.StatusBadRequest, actionForm{Action: "signal", Input: input, Error: bad})
+		return
+	}
+	var arg any // untyped nil: the signal carries null
+	if payload != nil {
+		arg = payload
+	}
+	_, err := s.eng.SignalRun(r.Context(), id, arg)
+	s.log.Info("dashboard action", "action", "signal", "run", id, "who", who(r), "remote", r.RemoteAddr, "ok", err == nil, "code", yella.CodeOf(err))
+	if err != nil {
+		s.actionError(w, r, err, "/runs/"+url.PathEscape(id))
+		return
+	}
+	s.setFlash(w, r, "ok", fmt.Sprintf("Signalled run %s: its wait ended and it runs again now.", shortID(id)))
+	s.back(w, r, "/runs/"+url.PathEscape(id))
+}
+
+func (s *server) endWait(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, "end-wait", func(ctx context.Context, id string) (string, error) {
+		_, err := s.eng.EndWait(ctx, id)
+		return fmt.Sprintf("Ended the wait of run %s: it runs again now.", shortID(id)), err
+	})
+}
+
 func (s *server) completeEffect(w http.ResponseWriter, r *http.Request) {
 	if !s.readForm(w, r) {
 		return

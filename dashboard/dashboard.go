@@ -8,8 +8,9 @@
 // nodes sharing the store (/nodes), the flow limits (/limits), the cron
 // schedules (/schedules), runs (/runs), a run (/runs/{id}), a chain's
 // Gantt chart (/trace/{id}), dead letters (/dead) and an emit form (/emit).
-// Operator actions (retry, requeue, cancel, resume, complete an effect,
-// requeue all dead letters, emit) are POST forms guarded by
+// Operator actions (retry, requeue, cancel, resume, signal a waiting run,
+// end a wait, complete an effect, requeue all dead letters, emit, pause
+// and resume a schedule) are POST forms guarded by
 // http.CrossOriginProtection; each redirects back with a flash message.
 //
 // The package depends only on the root package yella, the standard
@@ -196,7 +197,11 @@ func (s *server) routes() http.Handler {
 	post("/runs/{id}/cancel", s.cancel)
 	post("/runs/{id}/resume", s.resume)
 	post("/runs/{id}/complete-effect", s.completeEffect)
+	post("/runs/{id}/signal", s.signalRun)
+	post("/runs/{id}/end-wait", s.endWait)
 	post("/dead/requeue-all", s.requeueAll)
+	post("/schedules/{name}/pause", s.pauseSchedule)
+	post("/schedules/{name}/resume", s.resumeSchedule)
 	mux.HandleFunc("POST /emit", s.emitPost)
 	mux.HandleFunc("/", s.notFound)
 

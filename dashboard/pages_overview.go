@@ -64,7 +64,7 @@ type overviewData struct {
 	Repl       *replication
 }
 
-var cardStatuses = []yella.Status{yella.StatusRunning, yella.StatusIdle, yella.StatusDeferred, yella.StatusCompleted,
+var cardStatuses = []yella.Status{yella.StatusRunning, yella.StatusIdle, yella.StatusWaiting, yella.StatusDeferred, yella.StatusCompleted,
 	yella.StatusErrored, yella.StatusDead, yella.StatusFenced, yella.StatusCancelled}
 
 func (s *server) overview(w http.ResponseWriter, r *http.Request) {

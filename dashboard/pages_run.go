@@ -57,12 +57,15 @@ type chainRow struct {
 type actions struct {
 	Retry, Requeue, Cancel, Resume bool
 	Started                        []string // effects a fenced run left started: each can be completed
+	// Signal: the run waits for a signal, which the page can send it;
+	// EndWait: it waits (for a signal or a sleep), which can be ended.
+	Signal, EndWait bool
 }
 
-// actionForm keeps what an operator typed into the resume or
+// actionForm keeps what an operator typed into the resume, signal or
 // complete-effect form when it has to be shown again with an error.
 type actionForm struct {
-	Action string // resume, complete-effect
+	Action string // resume, signal, complete-effect
 	Key    string
 	Input  string
 	Error  string
@@ -73,6 +76,8 @@ func actionsFor(r yella.Run, effs []yella.EffectRecord) actions {
 	switch r.Status {
 	case yella.StatusIdle, yella.StatusRunning:
 		a.Cancel = true
+	case yella.StatusWaiting:
+		a.Cancel, a.EndWait, a.Signal = true, true, r.Signal != ""
 	case yella.StatusDeferred:
 		a.Resume = true
 	case yella.StatusErrored, yella.StatusCancelled:
@@ -103,7 +108,8 @@ func (s *server) renderRun(w http.ResponseWriter, r *http.Request, status int, f
 		return
 	}
 	d.Form = form
-	shown := form.Action == "resume" && d.Can.Resume || form.Action == "complete-effect" && slices.Contains(d.Can.Started, form.Key)
+	shown := form.Action == "resume" && d.Can.Resume || form.Action == "signal" && d.Can.Signal ||
+		form.Action == "complete-effect" && slices.Contains(d.Can.Started, form.Key)
 	d.FormOrphan = form.Error != "" && !shown
 	s.render(w, r, status, "run", d)
 }
@@ -132,7 +138,7 @@ func (s *server) runData(r *http.Request) (*runData, error) {
 	d := &runData{layout: s.newLayout(r, "runs", "Run "+shortID(id)), Run: run,
 		Payload: prettyJSON(run.Payload), Output: prettyJSON(run.Output), Context: prettyJSON(run.Context),
 		Can: actionsFor(run, effs)}
-	if !run.StartedAt.IsZero() && !run.Status.Active() {
+	if !run.StartedAt.IsZero() && run.Status.Final() {
 		d.Took = sinceOrZero(run.StartedAt, run.CompletedAt)
 	}
 	for _, t := range tl {
@@ -226,7 +232,7 @@ func (s *server) trace(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Chart = newGantt(tr, runs, d.Now)
 	for _, sp := range tr.Spans {
-		if sp.Status.Active() {
+		if !sp.Status.Final() {
 			d.Active = true
 		}
 		if !sp.StartedAt.IsZero() {

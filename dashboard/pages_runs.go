@@ -199,7 +199,7 @@ type runsData struct {
 	Live      bool // the first page of newest runs: new runs appear live
 }
 
-var tabStatuses = []yella.Status{yella.StatusRunning, yella.StatusIdle, yella.StatusDeferred, yella.StatusCompleted, yella.StatusErrored, yella.StatusDead, yella.StatusFenced, yella.StatusCancelled}
+var tabStatuses = []yella.Status{yella.StatusRunning, yella.StatusIdle, yella.StatusWaiting, yella.StatusDeferred, yella.StatusCompleted, yella.StatusErrored, yella.StatusDead, yella.StatusFenced, yella.StatusCancelled}
 
 func (s *server) runs(w http.ResponseWriter, r *http.Request) {
 	f, err := parseRunsFilter(r.URL.RawQuery)

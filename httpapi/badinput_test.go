@@ -111,6 +111,16 @@ func (e *badEnv) record(t testing.TB, reqBody []byte, respBody []byte) {
 	for _, r := range out.Runs {
 		e.acks[r.ID] = ack{event: req.Event, process: r.Process, payload: req.Payload}
 	}
+	if req.Debounce != nil {
+		// A debounced run now carries the payload of the emission it
+		// stood in for.
+		for _, id := range out.Grouped {
+			if a, ok := e.acks[id]; ok {
+				a.payload = req.Payload
+				e.acks[id] = a
+			}
+		}
+	}
 }
 
 // verify stops the engine, reopens the database and compares its runs,
@@ -249,6 +259,8 @@ func payloadCases() []badCase {
 		// Oversized bodies and answers.
 		{name: "body over the guard's limit", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":"` + strings.Repeat("x", 3<<20) + `"}`, want: []int{413}},
 		{name: "payload over the engine's limit", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":"` + strings.Repeat("x", 1<<20+10) + `"}`, want: []int{413}},
+		{name: "signal over the guard's limit", method: "POST", target: "/api/signals", body: `{"key":"k","payload":"` + strings.Repeat("x", 3<<20) + `"}`, want: []int{413}},
+		{name: "signal over the engine's limit", method: "POST", target: "/api/signals", body: `{"key":"k","payload":"` + strings.Repeat("x", 1<<20+10) + `"}`, want: []int{413}},
 		{name: "big payloads", method: "POST", target: "/api/emit", body: `{"event":"bad:thing","payload":"` + big + `"}`, want: []int{201}},
 		{name: "big payloads again", method: "POST", target: "/api/emit", body: `{"event":"bad:thing","payload":"` + big + `"}`, want: []int{201}},
 		{name: "big payloads thrice", method: "POST", target: "/api/emit", body: `{"event":"bad:thing","payload":"` + big + `"}`, want: []int{201}},
@@ -278,7 +290,7 @@ func filterCases() []badCase {
 		}},
 		{name: "a status parameter 800 times", method: "GET", target: "/api/runs?limit=5&" + manyParams, want: []int{200}},
 		{name: "17 distinct statuses", method: "GET", target: "/api/runs?status=" + repeat("a", 1) + ",b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q", want: []int{400}},
-		{name: "every status and the state", method: "GET", target: "/api/runs?status=idle,running,completed,deferred,errored,dead-letter,fenced&state=errored&total=true&limit=1", want: []int{200}},
+		{name: "every status and the state", method: "GET", target: "/api/runs?status=idle,running,waiting,completed,deferred,errored,dead-letter,fenced&state=errored&total=true&limit=1", want: []int{200}},
 		{name: "unknown status", method: "GET", target: "/api/runs?status=bogus", want: []int{400}},
 		// Cursors and limits.
 		{name: "cursor garbage", method: "GET", target: "/api/runs?cursor=zzz", want: []int{400}},
@@ -321,7 +333,34 @@ func bodyCases() []badCase {
 		{name: "emit", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":{"ok":true},"idempotencyKey":"k1"}`, want: []int{201}},
 		{name: "emit again, same key", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":{"ok":false},"idempotencyKey":"k1"}`, want: []int{200}},
 		{name: "resume garbage", method: "POST", target: "/api/runs/x/resume", body: `[[[`, want: []int{400}},
+		// Signals: refused before the store (SQLite holds no waiting run).
+		{name: "signal garbage", method: "POST", target: "/api/signals", body: `{"key":`, want: []int{400}},
+		{name: "signal without a key", method: "POST", target: "/api/signals", body: `{"payload":{"ok":true}}`, want: []int{400}},
+		{name: "signal empty key", method: "POST", target: "/api/signals", body: `{"key":""}`, want: []int{400}},
+		{name: "signal key too long", method: "POST", target: "/api/signals", body: `{"key":"` + strings.Repeat("k", yella.MaxSignalKeyBytes+1) + `"}`, want: []int{400}},
+		{name: "signal unknown field", method: "POST", target: "/api/signals", body: `{"key":"k","runId":"x"}`, want: []int{400}},
+		{name: "signal payload too deep", method: "POST", target: "/api/signals", body: `{"key":"k","payload":` + nested(9000) + `}`, want: []int{400}},
+		{name: "signal invalid UTF-8", method: "POST", target: "/api/signals", body: "{\"key\":\"k\",\"payload\":\"\xff\"}", want: []int{400}},
+		{name: "signal to an unknown run", method: "POST", target: "/api/runs/no-such-run/signal", body: `{"payload":1}`, want: []int{404}},
+		{name: "signal to a run not waiting", method: "POST", target: "/api/runs/{first}/signal", want: []int{409}},
+		{name: "signal to a run, garbage", method: "POST", target: "/api/runs/x/signal", body: `[[[`, want: []int{400}},
+		{name: "end wait of an unknown run", method: "POST", target: "/api/runs/no-such-run/end-wait", want: []int{404}},
+		{name: "end wait of a run not waiting", method: "POST", target: "/api/runs/{first}/end-wait", want: []int{409}},
 		{name: "requeue all, unknown parameter", method: "POST", target: "/api/dead-letters/requeue?proc=x", want: []int{400}},
+		// Singleton and debounce options: refused by the engine before
+		// the store.
+		{name: "singleton empty key", method: "POST", target: "/api/emit", body: `{"event":"hook:received","singleton":""}`, want: []int{400}},
+		{name: "singleton key too long", method: "POST", target: "/api/emit", body: `{"event":"hook:received","singleton":"` + strings.Repeat("k", yella.MaxGroupKeyBytes+1) + `"}`, want: []int{400}},
+		{name: "debounce negative window", method: "POST", target: "/api/emit", body: `{"event":"hook:received","debounce":{"key":"k","window":"-1s"}}`, want: []int{400}},
+		{name: "debounce window garbage", method: "POST", target: "/api/emit", body: `{"event":"hook:received","debounce":{"key":"k","window":"1e9999h"}}`, want: []int{400}},
+		{name: "debounce without a window", method: "POST", target: "/api/emit", body: `{"event":"hook:received","debounce":{"key":"k"}}`, want: []int{400}},
+		{name: "singleton and debounce", method: "POST", target: "/api/emit", body: `{"event":"hook:received","singleton":"k","debounce":{"key":"k","window":"1s"}}`, want: []int{400}},
+		{name: "singleton emit", method: "POST", target: "/api/emit", body: `{"event":"hook:received","payload":{"s":1},"singleton":"user-1"}`, want: []int{200, 201}},
+		// Schedules: the suite's engine has none.
+		{name: "pause an unknown schedule", method: "POST", target: "/api/schedules/nightly/pause", want: []int{404}},
+		{name: "resume an unknown schedule", method: "POST", target: "/api/schedules/nightly/resume", want: []int{404}},
+		{name: "pause a huge schedule name", method: "POST", target: "/api/schedules/" + strings.Repeat("n", 20000) + "/pause", want: []int{404}},
+		{name: "pause with GET", method: "GET", target: "/api/schedules/nightly/pause", want: []int{405}},
 	}
 }
 
@@ -420,10 +459,10 @@ func TestBadInput(t *testing.T) {
 	// A cleanup, not a defer: it runs after the streams' bodies are closed
 	// (cleanups run last first), so a failing test does not hang on a stream.
 	t.Cleanup(srv.Close)
-	var deep string
+	var deep, first string // the deep payload's run; the first run admitted
 	for _, c := range badCases() {
 		t.Run(c.name, func(t *testing.T) {
-			c.target = strings.ReplaceAll(c.target, "{deep}", deep)
+			c.target = strings.NewReplacer("{deep}", deep, "{first}", first).Replace(c.target)
 			code, h, body := e.do(t, srv.URL, c)
 			ok := false
 			for _, w := range c.want {
@@ -438,10 +477,13 @@ func TestBadInput(t *testing.T) {
 			}
 			if c.method == "POST" && c.target == "/api/emit" && code == http.StatusCreated {
 				e.record(t, []byte(c.body), body)
+				var out httpapi.Emitted
+				json.Unmarshal(body, &out)
 				if c.name == "deep payload emit" {
-					var out httpapi.Emitted
-					json.Unmarshal(body, &out)
 					deep = out.Runs[0].ID
+				}
+				if first == "" {
+					first = out.Runs[0].ID
 				}
 			}
 			if c.check != nil {
@@ -527,6 +569,11 @@ func FuzzAPIRequest(f *testing.F) {
 	f.Add("GET", "/api/runs?limit=1000&status=completed,completed", "Bearer "+badToken, []byte(nil))
 	f.Add("POST", "/api/emit", "Bearer "+badToken, []byte(`{"event":"hook:received","payload":{"n":1}}`))
 	f.Add("POST", "/login", "", []byte("token="+badToken+"&next=/%5Cevil.example"))
+	f.Add("POST", "/api/signals", "Bearer "+badToken, []byte(`{"key":"","payload":{"n":1}}`))
+	f.Add("POST", "/api/runs/x/signal", "Bearer "+badToken, []byte(`{"payload":{"n":1}}`))
+	f.Add("POST", "/api/runs/x/end-wait", "Bearer "+badToken, []byte(nil))
+	f.Add("POST", "/api/emit", "Bearer "+badToken, []byte(`{"event":"hook:received","payload":{"n":2},"debounce":{"key":"d","window":"1h"}}`))
+	f.Add("POST", "/api/schedules/nightly/pause", "Bearer "+badToken, []byte(nil))
 	e := newBadEnv(f)
 	f.Cleanup(func() { e.verify(f) })
 	f.Fuzz(func(t *testing.T, method, target, auth string, body []byte) {

@@ -1,10 +1,12 @@
 // Package httpapi is Yella's JSON HTTP API: runs (filtered, paged), run
 // detail with timeline and effects, chains and traces, processes and the
 // event graph, the nodes sharing the store, the flow limits (rate limits
-// and per-key concurrency) with the keys holding runs back, emit, the operator actions
-// (retry, requeue, cancel, resume, complete an effect), metrics,
-// observability, and a Server-Sent Events stream of lifecycle events with
-// replay.
+// and per-key concurrency) with the keys holding runs back, the cron
+// schedules (listed, paused and resumed), emit (with an idempotency key,
+// a singleton or a debounce key), signals (to the run waiting for a key,
+// or to one waiting run), the operator actions (retry, requeue, cancel,
+// resume, complete an effect, end a wait), metrics, observability, and a
+// Server-Sent Events stream of lifecycle events with replay.
 //
 // Every route lives under /api/. Errors are {"error": {"code", "message"}}
 // with a stable code; statusOf maps them to HTTP statuses in one table.
@@ -169,6 +171,8 @@ func (a *API) routes() {
 		{"GET /api/nodes", a.read(true, a.nodes)},
 		{"GET /api/limits", a.read(false, a.limits)},
 		{"GET /api/schedules", a.read(false, a.schedules)},
+		{"POST /api/schedules/{name}/pause", a.scheduleAction(true)},
+		{"POST /api/schedules/{name}/resume", a.scheduleAction(false)},
 		{"GET /api/runs", a.read(true, a.runs)},
 		{"GET /api/runs/{id}", a.read(true, a.run)},
 		{"GET /api/runs/{id}/chain", a.read(true, a.chain)},
@@ -179,6 +183,9 @@ func (a *API) routes() {
 		{"POST /api/runs/{id}/cancel", a.action(a.eng.Cancel)},
 		{"POST /api/runs/{id}/resume", a.resume},
 		{"POST /api/runs/{id}/complete-effect", a.completeEffect},
+		{"POST /api/runs/{id}/signal", a.signalRun},
+		{"POST /api/runs/{id}/end-wait", a.action(a.eng.EndWait)},
+		{"POST /api/signals", a.signal},
 		{"POST /api/dead-letters/requeue", a.requeueAll},
 		{"POST /api/fenced/resolve", a.resolveFenced},
 		{"GET /api/metrics", a.read(false, a.metrics)},
@@ -227,6 +234,7 @@ var statusOf = map[yella.Code]int{
 	yella.CodeInvalidQuery:           http.StatusBadRequest,
 	yella.CodeSchemaValidationFailed: http.StatusBadRequest,
 	yella.CodeInvalidConfig:          http.StatusBadRequest,
+	yella.CodeInvalidSignal:          http.StatusBadRequest,
 	yella.CodePayloadTooLarge:        http.StatusRequestEntityTooLarge,
 	yella.CodeUnknownEvent:           http.StatusUnprocessableEntity,
 	yella.CodeChainDepthExceeded:     http.StatusUnprocessableEntity,

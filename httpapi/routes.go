@@ -154,10 +154,48 @@ func (a *API) limits(w http.ResponseWriter, r *http.Request) {
 func (a *API) schedules(w http.ResponseWriter, r *http.Request) {
 	out := []Schedule{}
 	for _, s := range a.eng.Schedules() {
-		out = append(out, Schedule{Name: s.Name, Cron: s.Cron, Location: s.Location, Event: s.Event, CatchUpMs: s.CatchUp.Milliseconds(),
-			Next: ts(s.Next), Last: ts(s.Last), LastRuns: s.LastRuns, Error: s.Err})
+		out = append(out, scheduleOf(s))
 	}
 	a.reply(w, r, http.StatusOK, out)
+}
+
+// schedule is the serving engine's schedule name, if it has one.
+// Schedules are never removed from an engine, so one found stays.
+func (a *API) schedule(name string) (yella.ScheduleInfo, bool) {
+	for _, s := range a.eng.Schedules() {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return yella.ScheduleInfo{}, false
+}
+
+// scheduleAction pauses (pause) or resumes the schedule named in the path
+// and answers with it as listed. Both are idempotent: pausing a paused
+// schedule keeps the time of its first pause. A name the serving engine
+// has no schedule by is 404 SCHEDULE_NOT_FOUND: schedules are declared in
+// code, per engine.
+func (a *API) scheduleAction(pause bool) http.HandlerFunc {
+	do := a.eng.ResumeSchedule
+	if pause {
+		do = a.eng.PauseSchedule
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		var err error
+		if _, ok := a.schedule(name); !ok {
+			err = &apiError{http.StatusNotFound, "SCHEDULE_NOT_FOUND", "no schedule named " + strconv.Quote(logged(name)) + " on this engine"}
+		} else {
+			err = do(r.Context(), name)
+		}
+		a.logMutation(r, nil, err, "schedule", logged(name))
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		s, _ := a.schedule(name)
+		a.reply(w, r, http.StatusOK, scheduleOf(s))
+	}
 }
 
 // UnregisteredScan is how many of the oldest waiting (idle) runs the
@@ -396,6 +434,47 @@ type EmitRequest struct {
 	Event          string          `json:"event"`
 	Payload        json.RawMessage `json:"payload,omitempty"`
 	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+	// Singleton, when present, is a key (1 to yella.MaxGroupKeyBytes
+	// bytes): a listening process is admitted a run only when none of its
+	// runs emitted with the key is idle, running or waiting
+	// (yella.Singleton). Present and empty is refused, not ignored.
+	Singleton *string `json:"singleton,omitempty"`
+	// Debounce, when present, runs only the latest of a burst of
+	// emissions with its key (yella.Debounce). Not with Singleton.
+	Debounce *DebounceRequest `json:"debounce,omitempty"`
+}
+
+// DebounceRequest is the debounce of an emission (yella.Debounce): the
+// run starts Window after the emission, and an emission with the same Key
+// before it started replaces its payload and moves its start to Window
+// after itself.
+type DebounceRequest struct {
+	Key string `json:"key"` // 1 to yella.MaxGroupKeyBytes bytes
+	// Window is a Go duration ("30s", "5m"), required; "0s" starts the
+	// run at once, and only an emission before it started joins it.
+	Window string `json:"window"`
+}
+
+// groupOption is the engine's option for the request's singleton or
+// debounce (nil for neither). The keys and the window's sign are checked
+// by the engine, like every emit option.
+func (req *EmitRequest) groupOption() (yella.EmitOption, error) {
+	invalid := func(msg string) error { return badRequest(string(yella.CodeInvalidConfig), msg) }
+	switch {
+	case req.Singleton != nil && req.Debounce != nil:
+		return nil, invalid(`give "singleton" or "debounce", not both`)
+	case req.Singleton != nil:
+		return yella.Singleton(*req.Singleton), nil
+	case req.Debounce == nil:
+		return nil, nil
+	case req.Debounce.Window == "":
+		return nil, invalid(`"debounce" needs a "window", a Go duration such as "30s"`)
+	}
+	window, err := time.ParseDuration(req.Debounce.Window)
+	if err != nil {
+		return nil, invalid(fmt.Sprintf(`the debounce "window" must be a Go duration such as "30s", got %q`, logged(req.Debounce.Window)))
+	}
+	return yella.Debounce(req.Debounce.Key, window), nil
 }
 
 func (a *API) emit(w http.ResponseWriter, r *http.Request) {
@@ -416,13 +495,23 @@ func (a *API) emit(w http.ResponseWriter, r *http.Request) {
 	if req.IdempotencyKey != "" {
 		opts = append(opts, yella.IdempotencyKey(req.IdempotencyKey))
 	}
-	em, err := a.eng.Emit(r.Context(), req.Event, payload, opts...)
-	a.logMutation(r, em.Runs, err, "event", req.Event, "existing", em.Existing)
+	group, err := req.groupOption()
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	out := Emitted{Runs: []Admitted{}, Existing: em.Existing, Dropped: em.Dropped, Reason: em.Reason}
+	if group != nil {
+		opts = append(opts, group)
+	}
+	em, err := a.eng.Emit(r.Context(), req.Event, payload, opts...)
+	// A debounce changes the runs that stood in (their payload and
+	// start): they are logged too, as grouped.
+	a.logMutation(r, em.Runs, err, "event", req.Event, "existing", em.Existing, "grouped", em.Grouped)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := Emitted{Runs: []Admitted{}, Existing: em.Existing, Dropped: em.Dropped, Grouped: em.Grouped, Reason: em.Reason}
 	for _, id := range em.Runs {
 		run, err := a.eng.Run(r.Context(), id)
 		if err != nil {
@@ -438,7 +527,8 @@ func (a *API) emit(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, r, status, out)
 }
 
-// action adapts an operator action on one run (retry, requeue, cancel).
+// action adapts an operator action on one run (retry, requeue, cancel,
+// end a wait).
 func (a *API) action(do func(context.Context, string) (yella.Run, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		run, err := do(r.Context(), r.PathValue("id"))
@@ -512,6 +602,84 @@ func (a *API) completeEffect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.reply(w, r, http.StatusOK, a.handlers().runOf(run))
+}
+
+// SignalRequest is the body of POST /api/signals.
+type SignalRequest struct {
+	// Key is the signal key (yella.WaitFor's signal): 1 to
+	// yella.MaxSignalKeyBytes bytes.
+	Key string `json:"key"`
+	// Payload is what the run's WaitFor returns, checked like an emitted
+	// payload; absent is null.
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// RunSignalRequest is the optional body of POST /api/runs/{id}/signal.
+type RunSignalRequest struct {
+	// Payload is what the run's WaitFor returns; absent is null.
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// signal sends a signal to the run waiting for its key, or has it kept.
+func (a *API) signal(w http.ResponseWriter, r *http.Request) {
+	var req SignalRequest
+	if err := decode(r, &req, false); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.Key == "" {
+		a.fail(w, r, badRequest("MISSING_KEY", `the "key" field is required`))
+		return
+	}
+	res, err := a.eng.Signal(r.Context(), req.Key, payloadArg(req.Payload))
+	a.answerSignal(w, r, res, err, "signal", logged(req.Key))
+}
+
+// signalRun ends the wait of the run in the path with a signal.
+func (a *API) signalRun(w http.ResponseWriter, r *http.Request) {
+	var req RunSignalRequest
+	if err := decode(r, &req, true); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	res, err := a.eng.SignalRun(r.Context(), r.PathValue("id"), payloadArg(req.Payload))
+	a.answerSignal(w, r, res, err)
+}
+
+// answerSignal logs a signal (the run it woke, or the run in the path)
+// and answers with what it did.
+func (a *API) answerSignal(w http.ResponseWriter, r *http.Request, res yella.SignalResult, err error, attrs ...any) {
+	runs := []string{}
+	switch {
+	case res.RunID != "":
+		runs = append(runs, res.RunID)
+	case r.PathValue("id") != "":
+		runs = append(runs, r.PathValue("id"))
+	}
+	a.logMutation(r, runs, err, append(attrs, "kept", res.Kept)...)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.reply(w, r, http.StatusOK, Signalled{RunID: res.RunID, Kept: res.Kept})
+}
+
+// payloadArg is a request's optional JSON payload for the engine: nil
+// (untyped) when absent.
+func payloadArg(raw json.RawMessage) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	return raw
+}
+
+// logged bounds a client's string in the mutation log: a refused key can
+// be as long as the body.
+func logged(s string) string {
+	if len(s) > yella.MaxSignalKeyBytes {
+		return s[:yella.MaxSignalKeyBytes] + "…"
+	}
+	return s
 }
 
 // ResolveFencedRequest is the body of POST /api/fenced/resolve.

@@ -47,12 +47,21 @@ type Run struct {
 	// KeyConcurrency is the per-key concurrency bound the run counts
 	// against and its key (Process.KeyConcurrency); absent for none.
 	KeyConcurrency *FlowKey `json:"keyConcurrency,omitempty"`
+	// Signal is, for a waiting run, the signal key it waits for
+	// (yella.WaitFor; POST /api/signals sends one); absent while it
+	// sleeps, and for other runs. A waiting run's retryAt is its wait's
+	// deadline (absent: none).
+	Signal string `json:"signal,omitempty"`
 	// Waiting says why an idle run the serving engine holds has not
 	// started ("slot", "retry", "process cap", "key concurrency", "rate
 	// limit"; yella.Run.Waiting), and WaitingUntil when a rate limit lets
-	// it start. Only the run detail has them.
+	// it start. For a waiting run it is "signal" or "sleep", until
+	// WaitingUntil (absent: no deadline), since WaitingSince, in the wait
+	// whose stored effect key is WaitKey. Only the run detail has them.
 	Waiting      string     `json:"waiting,omitempty"`
 	WaitingUntil *time.Time `json:"waitingUntil,omitempty"`
+	WaitingSince *time.Time `json:"waitingSince,omitempty"`
+	WaitKey      string     `json:"waitKey,omitempty"`
 	// NoHandler is true when the engine serving the API has no process of
 	// this name: it leaves the run as it is, so an idle one waits until a
 	// process of that name is registered (here or in another engine on
@@ -102,7 +111,7 @@ func (h handlers) runOf(r yella.Run) Run {
 		Epoch: r.Epoch, RetryAt: ts(r.RetryAt), LeaseOwner: r.Owner, LeaseExpires: ts(r.LeaseExpires),
 		CreatedAt: r.CreatedAt.UTC(), StartedAt: ts(r.StartedAt), CompletedAt: ts(r.CompletedAt), Version: r.Version,
 		Priority: r.Priority, RateLimit: flowKey(r.RateLimit, r.RateKey), KeyConcurrency: flowKey(r.ConcurrencyLimit, r.ConcurrencyKey),
-		Waiting: r.Waiting, WaitingUntil: ts(r.WaitingUntil)}
+		Signal: r.Signal, Waiting: r.Waiting, WaitingUntil: ts(r.WaitingUntil), WaitingSince: ts(r.WaitingSince), WaitKey: r.WaitKey}
 }
 
 // RunPage is GET /api/runs.
@@ -150,10 +159,27 @@ type Admitted struct {
 
 // Emitted is POST /api/emit.
 type Emitted struct {
-	Runs     []Admitted   `json:"runs"`               // admitted now
-	Existing []string     `json:"existing,omitempty"` // admitted earlier under the same idempotency key
-	Dropped  []string     `json:"dropped,omitempty"`  // processes at their cap
-	Reason   yella.Reason `json:"reason,omitempty"`   // why nothing was admitted
+	Runs     []Admitted `json:"runs"`               // admitted now
+	Existing []string   `json:"existing,omitempty"` // admitted earlier under the same idempotency key
+	Dropped  []string   `json:"dropped,omitempty"`  // processes at their cap
+	// Grouped are the runs emitted earlier with the same singleton or
+	// debounce key that stood in for this emission's (yella.Emission
+	// Grouped): a debounced run now carries this emission's payload and
+	// start time.
+	Grouped []string     `json:"grouped,omitempty"`
+	Reason  yella.Reason `json:"reason,omitempty"` // why nothing was admitted ("grouped": a run stood in for every listener)
+}
+
+// Signalled is the answer of POST /api/signals and POST
+// /api/runs/{id}/signal: what the signal did (yella.SignalResult).
+type Signalled struct {
+	// RunID is the run whose wait the signal ended (it runs again);
+	// absent when none was waiting.
+	RunID string `json:"runId,omitempty"`
+	// Kept: no run was waiting for the key; the signal is kept for the
+	// next wait on it (yella.Config.SignalRetention). False with no RunID
+	// when the engine keeps no signals.
+	Kept bool `json:"kept"`
 }
 
 // Process is one process with its live figures: a registered one, or one
@@ -420,8 +446,10 @@ type ProcessCounters struct {
 
 // Dispatcher is this engine's in-memory view of its work.
 type Dispatcher struct {
-	Slots   int `json:"slots"`
-	Ready   int `json:"ready"`
+	Slots int `json:"slots"`
+	Ready int `json:"ready"`
+	// Delayed are the idle runs waiting for their retry, and the waiting
+	// runs with a deadline (a sleep, a wait for a signal with a timeout).
 	Delayed int `json:"delayed"`
 	Running int `json:"running"`
 	// RateLimited and KeyLimited are the due runs held back by a rate
@@ -567,4 +595,15 @@ type Schedule struct {
 	Last      *time.Time `json:"last,omitempty"`
 	LastRuns  []string   `json:"lastRuns,omitempty"`
 	Error     string     `json:"error,omitempty"`
+	// Paused: the schedule is paused (POST /api/schedules/{name}/pause)
+	// since PausedAt, on every engine of the store: its ticks are skipped,
+	// and not caught up once it is resumed. As the serving engine last
+	// read it: at its latest tick, or at a pause or resume it made.
+	Paused   bool       `json:"paused"`
+	PausedAt *time.Time `json:"pausedAt,omitempty"`
+}
+
+func scheduleOf(s yella.ScheduleInfo) Schedule {
+	return Schedule{Name: s.Name, Cron: s.Cron, Location: s.Location, Event: s.Event, CatchUpMs: s.CatchUp.Milliseconds(),
+		Next: ts(s.Next), Last: ts(s.Last), LastRuns: s.LastRuns, Error: s.Err, Paused: s.Paused, PausedAt: ts(s.PausedAt)}
 }

@@ -79,7 +79,7 @@ func New(eng *yella.Engine, opts Options) *Exporter {
 		Help: "Duration of effect bodies, by process and outcome (completed, failed).", Buckets: buckets},
 		[]string{"process", "outcome"})
 	x.runs = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "yella_runs_total",
-		Help: "Run lifecycle events by process: admitted, started, completed, failed, retried, dead_letter, fenced, resumed, cancelled, requeued."},
+		Help: "Run lifecycle events by process: admitted, started, completed, failed, retried, dead_letter, fenced, resumed, cancelled, requeued, retried_manually, waiting, signalled, wait_ended."},
 		[]string{"process", "event"})
 	x.effects = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "yella_effects_total",
 		Help: "Effect outcomes by process: completed, failed, replayed, resolved."}, []string{"process", "outcome"})
@@ -112,6 +112,7 @@ var runEvents = map[yella.EventType]string{
 	yella.RunAdmitted: "admitted", yella.RunStarted: "started", yella.RunCompleted: "completed", yella.RunFailed: "failed",
 	yella.RunRetryScheduled: "retried", yella.RunDeadLettered: "dead_letter", yella.RunFenced: "fenced", yella.RunResumed: "resumed",
 	yella.RunCancelled: "cancelled", yella.RunRequeued: "requeued", yella.RunRetried: "retried_manually",
+	yella.RunWaiting: "waiting", yella.RunSignalled: "signalled", yella.RunWaitEnded: "wait_ended",
 }
 
 // observe runs in the engine's goroutines: counters and histograms only.
@@ -153,10 +154,10 @@ func (x *Exporter) observe(ev yella.Event) {
 type scrape Exporter
 
 var (
-	descQueue    = prometheus.NewDesc("yella_queue_runs", "Persisted runs by status: idle, running, completed, deferred, errored, dead-letter, fenced, cancelled.", []string{"status"}, nil)
+	descQueue    = prometheus.NewDesc("yella_queue_runs", "Persisted runs by status: idle, running, waiting, completed, deferred, errored, dead-letter, fenced, cancelled.", []string{"status"}, nil)
 	descInFlight = prometheus.NewDesc("yella_inflight_runs", "Attempts executing in this engine, by process.", []string{"process"}, nil)
 	descCap      = prometheus.NewDesc("yella_process_concurrency_limit", "Per-process concurrency cap (0: none).", []string{"process"}, nil)
-	descSlots    = prometheus.NewDesc("yella_dispatcher_runs", "This engine's in-memory view: ready, delayed, running, rate_limited (due, held back by a rate limit), key_limited (due, held back by their key's concurrency bound); and slots. With a shared store the store holds runs back when it claims, and both limited kinds stay 0.", []string{"kind"}, nil)
+	descSlots    = prometheus.NewDesc("yella_dispatcher_runs", "This engine's in-memory view: ready, delayed (idle runs waiting for their retry, and waiting runs for their deadline), running, rate_limited (due, held back by a rate limit), key_limited (due, held back by their key's concurrency bound); and slots. With a shared store the store holds runs back when it claims, and both limited kinds stay 0.", []string{"kind"}, nil)
 	descCommits  = prometheus.NewDesc("yella_store_commits_total", "Store writer transactions committed.", nil, nil)
 	descCommands = prometheus.NewDesc("yella_store_commands_total", "State changes committed; divided by commits, the mean batch size.", nil, nil)
 	descBusy     = prometheus.NewDesc("yella_store_commit_seconds_total", "Time spent committing; divided by commits, the mean commit latency.", nil, nil)

@@ -30,6 +30,8 @@ const (
 	ActionRequeue    Action = "requeue" // a dead letter with a fresh retry budget
 	ActionResolve    Action = "resolve-effect"
 	ActionResume     Action = "resume"
+	ActionWait       Action = "wait"     // the handler waits for a signal or a time
+	ActionEndWait    Action = "end-wait" // an operator ends a wait without a signal
 )
 
 // Actor is who performs an action.
@@ -88,17 +90,24 @@ type EffectWrite uint8
 const (
 	EffectsKept EffectWrite = iota
 	// EffectsClearStarted deletes the effects left started, so their bodies
-	// run again.
+	// run again, and the records of waits that did not end with a signal
+	// (EffectWaiting), so those waits begin again.
 	EffectsClearStarted
 	// EffectsComplete records Update.CompleteEffect as completed.
 	EffectsComplete
+	// EffectsWait records Update.Wait as a waiting record (EffectWaiting),
+	// or, when the store consumed a kept signal for it (Facts.Signalled),
+	// as completed with the signal's payload.
+	EffectsWait
 )
 
 // Rule is one row of the transition table: an action, who performs it, the
 // runs it applies to and what it writes. Every transition also clears the
 // lease, sets CompletedAt to Update.Now when the new status is final and
-// clears it when it is active, stores Update.Version when not empty, and
-// appends one timeline entry (the update's note, or the rule's).
+// clears it otherwise, sets WaitKey to the signal of the update's wait
+// when the run is left waiting and clears it otherwise, stores
+// Update.Version when not empty, and appends one timeline entry (the
+// update's note, or the rule's).
 type Rule struct {
 	Action Action
 	Actor  Actor
@@ -113,7 +122,14 @@ type Rule struct {
 	Output, Then, Error, RetryAt Write
 	// ResetAttempts sets the attempt count to 0: a fresh retry budget.
 	ResetAttempts bool
-	Effects       EffectWrite
+	// RefundAttempt lowers the attempt count by one: the attempt ended at
+	// a wait, not in a failure, so it spends none of the retry budget.
+	RefundAttempt bool
+	// Signalled is the status the run moves to instead, with RetryAt
+	// cleared and the note "signalled", when the store found a kept signal
+	// for the update's wait (Facts.Signalled); "" for rules without a wait.
+	Signalled Status
+	Effects   EffectWrite
 	// FollowUp: the update may carry a follow-up admission (Update.Children)
 	// committed with it.
 	FollowUp bool
@@ -161,15 +177,21 @@ var Transitions = []Rule{
 	{Action: ActionReclaim, Actor: ActorSweeper, Guard: GuardReclaim, From: attemptFrom, To: []Status{StatusIdle, StatusDead},
 		Output: Clear, Error: Set, RetryAt: Clear, Note: "lease expired",
 		Doc: "the attempt's holder is gone: run again, or dead-letter past the retry budget"},
-	{Action: ActionCancel, Actor: ActorOperator, Guard: GuardStatus, From: []Status{StatusIdle, StatusRunning}, To: []Status{StatusCancelled},
+	{Action: ActionWait, Actor: ActorAttempt, Guard: GuardEpoch, From: attemptFrom, To: []Status{StatusWaiting},
+		Output: Clear, Error: Clear, RetryAt: Set, RefundAttempt: true, Effects: EffectsWait, Signalled: StatusIdle, Note: "waiting",
+		Doc: "the handler waits for a signal or until a time, holding no slot; a signal kept for it makes the run idle at once"},
+	{Action: ActionEndWait, Actor: ActorOperator, Guard: GuardStatus, From: []Status{StatusWaiting}, To: []Status{StatusIdle},
+		Error: Clear, RetryAt: Clear, Note: "wait ended",
+		Doc: "an operator ends a wait without a signal: the handler runs again and finds the wait timed out"},
+	{Action: ActionCancel, Actor: ActorOperator, Guard: GuardStatus, From: []Status{StatusIdle, StatusRunning, StatusWaiting}, To: []Status{StatusCancelled},
 		Error: Set, RetryAt: Clear, Note: "cancelled",
 		Doc: "stopped by an operator; a running attempt's later writes are fenced"},
 	{Action: ActionRetry, Actor: ActorOperator, Guard: GuardStatus, From: []Status{StatusErrored, StatusDead, StatusFenced, StatusCancelled},
 		To: []Status{StatusIdle}, Output: Clear, Error: Clear, RetryAt: Clear, Effects: EffectsClearStarted, Note: "manual retry",
-		Doc: "run again with the attempts counted so far; started effects run again"},
+		Doc: "run again with the attempts counted so far; started effects run again and waits begin again"},
 	{Action: ActionRequeue, Actor: ActorOperator, Guard: GuardStatus, From: []Status{StatusDead}, To: []Status{StatusIdle},
 		Output: Clear, Error: Clear, RetryAt: Clear, ResetAttempts: true, Effects: EffectsClearStarted, Note: "requeued from dead letter",
-		Doc: "run a dead letter again with a fresh retry budget; started effects run again"},
+		Doc: "run a dead letter again with a fresh retry budget; started effects run again and waits begin again"},
 	{Action: ActionResolve, Actor: ActorOperator, Guard: GuardStatus, From: []Status{StatusFenced}, To: []Status{StatusIdle},
 		Output: Clear, Error: Clear, RetryAt: Clear, Effects: EffectsComplete, Note: "effect resolved",
 		Doc: "the operator records the fenced effect as done; the next attempt replays it"},
@@ -216,6 +238,10 @@ func (u *Update) Rule() (*Rule, error) {
 		return nil, fmt.Errorf("%w: %s admits no follow-up", ErrInvalidUpdate, a)
 	case (u.CompleteEffect != nil) != (r.Effects == EffectsComplete):
 		return nil, fmt.Errorf("%w: %s and an effect to complete", ErrInvalidUpdate, a)
+	case (u.Wait != nil) != (r.Effects == EffectsWait):
+		return nil, fmt.Errorf("%w: %s and a wait", ErrInvalidUpdate, a)
+	case u.Wait != nil && u.Wait.Key == "":
+		return nil, fmt.Errorf("%w: %s with a wait without a key", ErrInvalidUpdate, a)
 	case u.NoChildren != nil && u.NoChildren.To != "" && u.NoChildren.To != r.Fallback:
 		return nil, fmt.Errorf("%w: %s falls back to %q, not %s", ErrInvalidUpdate, a, r.Fallback, u.NoChildren.To)
 	}
@@ -243,6 +269,8 @@ func (u *Update) inferAction() Action {
 			return ActionDeadLetter
 		case StatusFenced:
 			return ActionFence
+		case StatusWaiting:
+			return ActionWait
 		}
 		return ""
 	}
@@ -279,6 +307,9 @@ type Facts struct {
 	OwnerGone bool
 	// Admitted is how many runs the update's follow-up admission admitted.
 	Admitted int
+	// Signalled: the update's wait found a kept signal for its key (and
+	// consumed it): the rule's Signalled outcome applies.
+	Signalled bool
 }
 
 // Check reports whether the update applies to run r under rule: nil, or
@@ -324,6 +355,16 @@ func (rule *Rule) Outcome(u *Update, admitted int) (o Outcome, fallback bool, er
 	return o, true, nil
 }
 
+// Signal turns o, the outcome of a wait whose store found a kept signal
+// for it (Facts.Signalled), into the rule's signalled outcome; other
+// outcomes are returned as they are.
+func (rule *Rule) Signal(o Outcome, signalled bool) Outcome {
+	if !signalled || rule.Signalled == "" {
+		return o
+	}
+	return Outcome{To: rule.Signalled, Note: "signalled"}
+}
+
 // Apply is the transition table applied to one run: the run after the
 // update, or the error that refuses it (ErrInvalidUpdate, ErrFenced, a
 // *StatusError, ErrNotAdmitted), in which case nothing changes. It does not
@@ -353,6 +394,8 @@ func (rule *Rule) Apply(r *Run, u *Update, f Facts) (note string, err error) {
 	if err != nil {
 		return "", err
 	}
+	signalled := f.Signalled && rule.Signalled != ""
+	o = rule.Signal(o, signalled)
 	out, then := rule.Output, rule.Then
 	if fallback { // the primary outcome's output is not recorded
 		out, then = Keep, Keep
@@ -361,13 +404,23 @@ func (rule *Rule) Apply(r *Run, u *Update, f Facts) (note string, err error) {
 	r.Output = write(out, r.Output, u.Output)
 	r.Then = write(then, r.Then, u.Then)
 	r.RetryAt = write(rule.RetryAt, r.RetryAt, u.RetryAt)
+	if signalled {
+		r.RetryAt = time.Time{}
+	}
+	r.WaitKey = ""
+	if r.Status == StatusWaiting && u.Wait != nil {
+		r.WaitKey = u.Wait.Signal
+	}
 	r.LeaseOwner, r.LeaseExpires = "", time.Time{}
 	r.CompletedAt = time.Time{}
-	if !r.Status.Active() {
+	if r.Status.Final() {
 		r.CompletedAt = u.Now
 	}
 	if rule.ResetAttempts {
 		r.Attempts = 0
+	}
+	if rule.RefundAttempt && r.Attempts > 0 {
+		r.Attempts--
 	}
 	if u.Version != "" {
 		r.Version = u.Version

@@ -32,7 +32,9 @@ var lifecycle = map[store.Action]struct {
 	store.ActionFence:      {store.ActorAttempt, []store.Status{store.StatusRunning}, []store.Status{store.StatusFenced}},
 	store.ActionHandBack:   {store.ActorAttempt, []store.Status{store.StatusRunning}, []store.Status{store.StatusIdle}},
 	store.ActionReclaim:    {store.ActorSweeper, []store.Status{store.StatusRunning}, []store.Status{store.StatusIdle, store.StatusDead}},
-	store.ActionCancel:     {store.ActorOperator, []store.Status{store.StatusIdle, store.StatusRunning}, []store.Status{store.StatusCancelled}},
+	store.ActionWait:       {store.ActorAttempt, []store.Status{store.StatusRunning}, []store.Status{store.StatusWaiting}},
+	store.ActionEndWait:    {store.ActorOperator, []store.Status{store.StatusWaiting}, []store.Status{store.StatusIdle}},
+	store.ActionCancel:     {store.ActorOperator, []store.Status{store.StatusIdle, store.StatusRunning, store.StatusWaiting}, []store.Status{store.StatusCancelled}},
 	store.ActionRetry: {store.ActorOperator, []store.Status{store.StatusErrored, store.StatusDead, store.StatusFenced, store.StatusCancelled},
 		[]store.Status{store.StatusIdle}},
 	store.ActionRequeue: {store.ActorOperator, []store.Status{store.StatusDead}, []store.Status{store.StatusIdle}},
@@ -68,6 +70,9 @@ func updateFor(a store.Action, to store.Status) store.Update {
 	}
 	if a == store.ActionResolve {
 		u.CompleteEffect = &store.EffectDone{Key: "k", Output: json.RawMessage(`1`)}
+	}
+	if a == store.ActionWait {
+		u.Wait = &store.Wait{Key: "w", Signal: "sig"}
 	}
 	return u
 }
@@ -135,17 +140,18 @@ func TestApplyMatrix(t *testing.T) {
 			}
 		}
 	}
-	if allowed != 18 { // the (from, action, to) triples of lifecycle, counted by hand
-		t.Errorf("%d allowed transitions, want 18", allowed)
+	if allowed != 21 { // the (from, action, to) triples of lifecycle, counted by hand
+		t.Errorf("%d allowed transitions, want 21", allowed)
 	}
 }
 
 // What each action writes, written out field by field.
 func TestApplyWrites(t *testing.T) {
 	const (
-		kept    = "kept"
-		cleared = "cleared"
-		set     = "set"
+		kept     = "kept"
+		cleared  = "cleared"
+		set      = "set"
+		refunded = "refunded" // attempts: one fewer
 	)
 	type writes struct {
 		from                                store.Status
@@ -162,6 +168,8 @@ func TestApplyWrites(t *testing.T) {
 		store.ActionFence:      {store.StatusRunning, store.StatusFenced, kept, kept, set, cleared, kept, set},
 		store.ActionHandBack:   {store.StatusRunning, store.StatusIdle, cleared, kept, cleared, cleared, kept, cleared},
 		store.ActionReclaim:    {store.StatusRunning, store.StatusIdle, cleared, kept, set, cleared, kept, cleared},
+		store.ActionWait:       {store.StatusRunning, store.StatusWaiting, cleared, kept, cleared, set, refunded, cleared},
+		store.ActionEndWait:    {store.StatusWaiting, store.StatusIdle, kept, kept, cleared, cleared, kept, cleared},
 		store.ActionCancel:     {store.StatusIdle, store.StatusCancelled, kept, kept, set, cleared, kept, set},
 		store.ActionRetry:      {store.StatusDead, store.StatusIdle, cleared, kept, cleared, cleared, kept, cleared},
 		store.ActionRequeue:    {store.StatusDead, store.StatusIdle, cleared, kept, cleared, cleared, cleared, cleared},
@@ -184,6 +192,8 @@ func TestApplyWrites(t *testing.T) {
 				wantV = beforeV
 			case set:
 				wantV = updateV
+			case refunded:
+				wantV = beforeV.(int) - 1
 			default:
 				wantV = zeroOf(beforeV)
 			}
@@ -374,6 +384,33 @@ func TestTransitionsWellFormed(t *testing.T) {
 	for _, st := range store.Statuses {
 		if !reached[st] {
 			t.Errorf("no action leads to %s", st)
+		}
+	}
+}
+
+// A wait that found a kept signal for its key (Facts.Signalled) leaves the
+// run idle and due at once, noted "signalled", with no wait key; without
+// one it leaves the run waiting for the signal until its deadline.
+func TestApplyWaitSignalled(t *testing.T) {
+	u := updateFor(store.ActionWait, "")
+	for _, signalled := range []bool{false, true} {
+		r := runIn(store.StatusRunning)
+		rule, _ := u.Rule()
+		note, err := rule.Apply(&r, &u, store.Facts{Signalled: signalled})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := store.Run{Status: store.StatusWaiting, RetryAt: u.RetryAt, WaitKey: "sig", Attempts: 1}
+		wantNote := "waiting"
+		if signalled {
+			want.Status, want.RetryAt, want.WaitKey, wantNote = store.StatusIdle, time.Time{}, "", "signalled"
+		}
+		if r.Status != want.Status || !r.RetryAt.Equal(want.RetryAt) || r.WaitKey != want.WaitKey || r.Attempts != want.Attempts || note != wantNote {
+			t.Errorf("signalled %v: %s until %s on %q, %d attempts, note %q; want %s until %s on %q, %d, %q", signalled,
+				r.Status, r.RetryAt, r.WaitKey, r.Attempts, note, want.Status, want.RetryAt, want.WaitKey, want.Attempts, wantNote)
+		}
+		if !r.CompletedAt.IsZero() || r.Output != nil || r.Error != "" {
+			t.Errorf("signalled %v: completed at %s, output %s, error %q", signalled, r.CompletedAt, r.Output, r.Error)
 		}
 	}
 }

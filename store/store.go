@@ -98,16 +98,21 @@ const (
 )
 
 // Status is the operator-facing classification of a run. It refines State:
-// a deferred run is completed; a dead-letter, fenced or cancelled run is
-// errored.
+// a waiting run is idle; a deferred run is completed; a dead-letter, fenced
+// or cancelled run is errored.
 // Stores persist the status; the state is derived from it.
 type Status string
 
-// Statuses. Deferred refines the raw state completed; dead-letter, fenced
-// and cancelled refine errored.
+// Statuses. Waiting refines the raw state idle; deferred refines
+// completed; dead-letter, fenced and cancelled refine errored.
 const (
-	StatusIdle      Status = "idle"
-	StatusRunning   Status = "running"
+	StatusIdle    Status = "idle"
+	StatusRunning Status = "running"
+	// StatusWaiting: an attempt ended at a wait (a durable sleep, or a wait
+	// for a signal, see Wait): no attempt holds the run until its wait
+	// ends. A signal (Store.Signal) makes it idle; at its deadline
+	// (Run.RetryAt; zero: none) it is claimable as an idle run is.
+	StatusWaiting   Status = "waiting"
 	StatusCompleted Status = "completed"
 	// StatusDeferred: completed, holding a follow-up event until resumed.
 	StatusDeferred Status = "deferred"
@@ -124,12 +129,12 @@ const (
 )
 
 // Statuses lists every status in display order.
-var Statuses = []Status{StatusIdle, StatusRunning, StatusCompleted, StatusDeferred, StatusErrored, StatusDead, StatusFenced, StatusCancelled}
+var Statuses = []Status{StatusIdle, StatusRunning, StatusWaiting, StatusCompleted, StatusDeferred, StatusErrored, StatusDead, StatusFenced, StatusCancelled}
 
 // State returns the raw state a status refines.
 func (s Status) State() State {
 	switch s {
-	case StatusIdle:
+	case StatusIdle, StatusWaiting:
 		return StateIdle
 	case StatusRunning:
 		return StateRunning
@@ -182,15 +187,21 @@ func UniqueStatuses(ss []Status) []Status {
 	return out
 }
 
-// Active reports whether a run with this status still has work to do
-// (idle or running).
+// Active reports whether a run with this status is queued or executing
+// (idle or running): what a process's cap counts. A waiting run is neither
+// active nor final.
 func (s Status) Active() bool { return s == StatusIdle || s == StatusRunning }
+
+// Final reports whether a run with this status is done until an operator
+// acts (completed, deferred, errored, dead-letter, fenced, cancelled): its
+// CompletedAt is set. Idle, running and waiting runs are not final.
+func (s Status) Final() bool { return s.Valid() && !s.Active() && s != StatusWaiting }
 
 // StatusesOf returns the statuses that refine a raw state.
 func StatusesOf(st State) []Status {
 	switch st {
 	case StateIdle:
-		return []Status{StatusIdle}
+		return []Status{StatusIdle, StatusWaiting}
 	case StateRunning:
 		return []Status{StatusRunning}
 	case StateCompleted:
@@ -224,7 +235,7 @@ type Run struct {
 	Attempts       int    // executions started since admission or the last requeue
 	Epoch          int64  // lease fencing token; increases on every claim
 
-	RetryAt      time.Time // zero: claimable at once
+	RetryAt      time.Time // zero: claimable at once; for a waiting run, its deadline (zero: none)
 	LeaseOwner   string
 	LeaseExpires time.Time
 
@@ -239,6 +250,13 @@ type Run struct {
 	Priority       int
 	RateKey        string
 	ConcurrencyKey string
+
+	// WaitKey is the signal key a waiting run waits for ("" for a sleep,
+	// and for a run that is not waiting).
+	WaitKey string
+	// GroupKey is the key of the run's group (NewRun.GroupKey; "" for
+	// none), fixed at admission.
+	GroupKey string
 }
 
 // State returns the raw state of the run.
@@ -263,6 +281,12 @@ const (
 	EffectStarted   EffectStatus = "started"
 	EffectCompleted EffectStatus = "completed"
 	EffectFailed    EffectStatus = "failed"
+	// EffectWaiting: the record of a wait (see Wait) that has not ended
+	// with a signal. The attempt that meets it in a later attempt knows the
+	// wait is over without one (its deadline passed, or an operator ended
+	// it) and records its outcome: StartEffect and FinishEffect treat it as
+	// they treat a started record.
+	EffectWaiting EffectStatus = "waiting"
 )
 
 // Effect is the durable record of one side effect of one run.
@@ -290,7 +314,36 @@ type NewRun struct {
 	Priority       int
 	RateKey        string
 	ConcurrencyKey string
+	// GroupKey, when set, groups the run with the runs of its process
+	// admitted with the same key, and Group says what the admission does
+	// when one of them is still to run (see GroupPolicy).
+	GroupKey string
+	Group    GroupPolicy
 }
+
+// GroupPolicy says what an admission does when its process has a run of
+// the same group key (NewRun.GroupKey) that is still to run. The group's
+// run stands in for the new one: nothing is admitted for the process, and
+// AdmitResult.Grouped lists that run (as it is after the admission). It is
+// decided after the idempotency key and before the process's cap; with
+// several runs of the group, the latest admitted stands in.
+type GroupPolicy uint8
+
+// Group policies.
+const (
+	// GroupNone: the run is admitted whatever else holds its key (the key
+	// is only stored).
+	GroupNone GroupPolicy = iota
+	// GroupSingleton: a run of the group that is idle, running or waiting
+	// stands in, unchanged: at most one run per key is to run at a time.
+	GroupSingleton
+	// GroupDebounce: a run of the group that is idle and has never started
+	// (Attempts 0) takes the admission's payload, context and start time
+	// (Admission.NotBefore, or at once): only the latest event of a burst
+	// runs, when the burst has been quiet for its window. A group whose
+	// run has started admits a new run.
+	GroupDebounce
+)
 
 // Admission creates the runs of one emission atomically.
 type Admission struct {
@@ -321,6 +374,11 @@ type AdmitResult struct {
 	// them. Only ID, Process, Event, IdempotencyKey, CreatedAt and Status
 	// are set; Status is completed, the only status retention deletes.
 	Pruned []Run
+	// Grouped: runs of the same group key that stood in for the new ones
+	// (see GroupPolicy), as they are after the admission: a debounced run
+	// with its new payload and start time. Payload and Context are left
+	// nil.
+	Grouped []Run
 }
 
 // ClaimRequest claims idle runs for execution.
@@ -393,6 +451,8 @@ type Update struct {
 	ClearStartedEffects bool
 	// CompleteEffect is the effect the resolve-effect action records as done.
 	CompleteEffect *EffectDone
+	// Wait is the wait the wait action records (see ActionWait).
+	Wait *Wait
 	// Children are follow-up runs admitted in the same transaction, for
 	// the actions that take a follow-up.
 	Children *Admission
@@ -402,6 +462,46 @@ type Update struct {
 	// (its To, if set, must be the fallback).
 	RequireChildren bool
 	NoChildren      *Outcome
+}
+
+// Wait is where an attempt ended to wait: the wait action (ActionWait)
+// records it as an effect record of the run in status EffectWaiting, with
+// the update's RetryAt as the wait's deadline (zero: none). A signal for
+// Signal, delivered by Store.Signal or found kept when the wait begins,
+// completes that record with the signal's payload and makes the run idle.
+type Wait struct {
+	// Key is the effect key of the wait's record.
+	Key string
+	// Signal is the signal key waited for ("" for a sleep: only the
+	// deadline ends it).
+	Signal string
+}
+
+// SignalRequest delivers a signal: to the run waiting for its key that
+// was admitted first (or to RunID only), or, when none waits, kept for the
+// next wait for the key until KeepUntil.
+type SignalRequest struct {
+	Key string
+	// Payload is stored as the result of the wait it ends (the wait
+	// record's output).
+	Payload json.RawMessage
+	// RunID, when set, delivers the signal to this run only: it must be
+	// waiting for Key (else ErrNotFound or a *StatusError), and the signal
+	// is never kept.
+	RunID string
+	Now   time.Time
+	// KeepUntil: when no run waits for Key, the signal is kept for a later
+	// wait until this time (zero or not after Now: it is dropped).
+	KeepUntil time.Time
+}
+
+// SignalResult says what a signal did.
+type SignalResult struct {
+	// Woken is the run the signal ended the wait of, idle now (every
+	// field but Payload and Context), or nil.
+	Woken *Run
+	// Kept: no run waited; the signal is kept for a later wait.
+	Kept bool
 }
 
 // Outcome is the status, error and note an update records.
@@ -420,7 +520,8 @@ type UpdateResult struct {
 	Children AdmitResult
 }
 
-// Pending is an idle run as the dispatcher needs it.
+// Pending is an idle run, or a waiting run with a deadline, as the
+// dispatcher needs it.
 type Pending struct {
 	ID             string
 	Seq            int64
@@ -431,6 +532,8 @@ type Pending struct {
 	Priority       int
 	RateKey        string
 	ConcurrencyKey string
+	// Waiting: a waiting run, due at its deadline (RetryAt).
+	Waiting bool
 }
 
 // Order of a run listing.
@@ -491,6 +594,9 @@ type PruneRequest struct {
 	CompletedBefore time.Time
 	// ObservabilityBefore prunes rollups and error records older than this.
 	ObservabilityBefore time.Time
+	// SignalsBefore deletes kept signals that expired (their KeepUntil)
+	// before this time: a wait never receives them anyway.
+	SignalsBefore time.Time
 	// Limit bounds the number of runs deleted by one call.
 	Limit int
 }
@@ -518,7 +624,9 @@ type Store interface {
 
 	// Claim moves the given idle, due runs to running for req.Owner until
 	// req.LeaseUntil: the epoch and attempts increase by one and a timeline
-	// entry is appended. Runs that are not idle or not yet due are skipped.
+	// entry is appended. A waiting run whose deadline (RetryAt) has passed
+	// is due too: its wait is over and it is claimed as an idle run is (its
+	// WaitKey cleared). Runs that are not idle or not yet due are skipped.
 	// The claimed runs are returned in request order with what executing
 	// them needs: identity (ID, Seq, Process, Event, CorrelationID,
 	// ParentID, Depth), Payload, Context, Attempts, Epoch, Status and the
@@ -548,7 +656,7 @@ type Store interface {
 	Abandoned(ctx context.Context, self string, now time.Time, limit int) ([]Run, error)
 
 	// StartEffect records an effect of a run running at epoch as started,
-	// replacing a failed or started record. ErrFenced if the run is not
+	// replacing a failed, started or waiting record. ErrFenced if the run is not
 	// running at epoch; a completed record is never replaced (ErrFenced).
 	StartEffect(ctx context.Context, runID string, epoch int64, key string, now time.Time) error
 
@@ -557,6 +665,23 @@ type Store interface {
 	// the side effect did happen; it is refused (ErrFenced) only when the
 	// record is no longer the one started at epoch.
 	FinishEffect(ctx context.Context, runID string, epoch int64, key string, status EffectStatus, output json.RawMessage, errMsg string, now time.Time) error
+
+	// Signal delivers a signal (see SignalRequest) in one transaction:
+	// the waiting run's wait record is completed with the payload, its
+	// WaitKey and deadline are cleared and it becomes idle (a timeline
+	// entry noted "signalled"); or, with no run waiting, the signal is
+	// kept. A signal reaches at most one wait, once: a kept signal is
+	// consumed by the wait action that finds it.
+	Signal(ctx context.Context, req SignalRequest) (SignalResult, error)
+
+	// PauseSchedule records schedule name as paused since now (paused; a
+	// paused schedule keeps the time of its first pause), or removes the
+	// record (not paused). It is the engines' shared
+	// memory of a pause: it outlives them and the schedule's declaration.
+	PauseSchedule(ctx context.Context, name string, paused bool, now time.Time) error
+	// PausedSchedules returns the paused schedules' names with the time
+	// each was paused.
+	PausedSchedules(ctx context.Context) (map[string]time.Time, error)
 
 	// Run returns one run, or ErrNotFound.
 	Run(ctx context.Context, id string) (Run, error)
@@ -574,8 +699,9 @@ type Store interface {
 	Timeline(ctx context.Context, runID string) ([]TimelineEntry, error)
 	// Effects returns a run's effect records ordered by key.
 	Effects(ctx context.Context, runID string) ([]Effect, error)
-	// Pending lists up to limit idle runs with Seq > after, by Seq: one page
-	// of the dispatcher's index, loaded at start.
+	// Pending lists up to limit idle runs, and waiting runs with a
+	// deadline (their RetryAt), with Seq > after, by Seq: one page of the
+	// dispatcher's index, loaded at start.
 	Pending(ctx context.Context, after int64, limit int) ([]Pending, error)
 	// Counts returns the number of runs per status (every status present).
 	Counts(ctx context.Context) (map[Status]int64, error)

@@ -55,13 +55,27 @@ command does not know which ones listen, and runs none of them.
 
 ` + whereAbout},
 	"retry":  {"retry ID [flags]", "Retry moves an errored, dead-letter or fenced run back to idle (its attempts are kept).\n\n" + whereAbout},
-	"cancel": {"cancel ID [flags]", "Cancel stops an idle or running run: it becomes errored with CANCELLED.\n\n" + whereAbout},
+	"cancel": {"cancel ID [flags]", "Cancel stops an idle, running or waiting run: it becomes errored with CANCELLED.\n\n" + whereAbout},
 	"requeue": {"requeue ID [flags] | yella requeue --all [--process NAME] [flags]",
 		"Requeue moves a dead-letter run back to idle with a fresh retry budget; --all requeues every one.\n\n" + whereAbout},
 	"resume": {"resume ID [JSON payload] [flags]", `Resume releases the follow-up event a deferred run holds: one run per process
 that listens to it, in the same chain. The payload, if given, is merged
 into the held one. With no server (direct mode) the processes must be
 named with --process: this command does not know which ones listen.
+
+` + whereAbout},
+	"signal": {"signal KEY [JSON payload] [flags] | yella signal --run ID [JSON payload] [flags]",
+		`Signal sends a signal: of the runs waiting for KEY (WaitFor in the
+handler), the one admitted first receives the payload (null without one)
+and runs again. With no run waiting, the signal is kept for the next wait
+on KEY, for the engine's SignalRetention (7 days by default). --run ID
+sends it to that run only, which must be waiting for a signal; nothing is
+kept. runs list --status waiting lists the waiting runs and their keys.
+
+` + whereAbout},
+	"end-wait": {"end-wait ID [flags]", `End-wait ends the wait of a waiting run now, without a signal: it runs
+again at once, its sleep returning as if its time had come, its wait for a
+signal as if it had timed out.
 
 ` + whereAbout},
 	"fenced": {"fenced (--retry | --complete JSON) [--process NAME] [--effect KEY] [--apply] [--limit N] [flags]",
@@ -89,14 +103,23 @@ listed. Limits are declared in code, so the command asks a server: a
 database opened directly has no engine running its processes.
 
 ` + whereAbout},
-	"schedules": {"schedules [flags]", `Schedules lists the cron schedules of a running engine, one a line: the
+	"schedules": {"schedules [list] [flags] | yella schedules pause NAME [flags] | yella schedules resume NAME [flags]",
+		`Schedules lists the cron schedules of a running engine, one a line: the
 name, the cron spec, the time zone its fields are read in, the event each
 tick emits, how old a missed tick may be and still run at start
-(catch-up), the next tick, the last tick this engine emitted with its
-runs, and the error of the last tick if it failed. Times are local. Odd
-names are quoted. Schedules are declared in code by the program that
-embeds the engine (Engine.AddSchedule), so the command asks a server: a
-database opened directly has no engine running its schedules.
+(catch-up), since when it is paused, the next tick, the last tick this
+engine emitted with its runs, and the error of the last tick if it
+failed. Times are local. Odd names are quoted.
+
+schedules pause NAME pauses a schedule: its ticks are skipped by every
+engine of the database, across restarts, until schedules resume NAME;
+the ticks skipped meanwhile are not caught up. Pausing a paused schedule
+keeps the time of its first pause; resuming one that runs changes
+nothing.
+
+Schedules are declared in code by the program that embeds the engine
+(Engine.AddSchedule), so the command asks a server: a database opened
+directly has no engine running its schedules.
 
 ` + whereAbout},
 	"restore": {"restore --from URL --to PATH [flags]", `Restore rebuilds a database from its replica (see serve --replicate). It

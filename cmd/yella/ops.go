@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/httpapi"
@@ -24,7 +25,7 @@ func jsonArg(pos []string, i int, what string) (json.RawMessage, error) {
 	return json.RawMessage(pos[i]), nil
 }
 
-// opCmd is retry or cancel: one run, no body.
+// opCmd is retry, cancel or end-wait: one run, no body.
 func opCmd(op string) func(context.Context, []string, io.Writer, io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fs := newFlags(op, stdout)
@@ -59,6 +60,62 @@ func runAction(ctx context.Context, t *target, op, id string, stdout io.Writer) 
 		return err
 	}
 	fmt.Fprintf(stdout, "run %s (%s): %s\n", r.ID, r.Process, r.Status)
+	return nil
+}
+
+// signalCmd sends a signal to the run waiting for a key, or to one
+// waiting run (--run).
+func signalCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("signal", stdout)
+	var t target
+	t.flags(fs, stderr)
+	run := fs.String("run", "", "send the signal to the run `ID` only (it must be waiting for a signal), instead of to the run waiting for a key")
+	pos, err := parse(fs, args)
+	if err != nil {
+		return err
+	}
+	var key string
+	switch {
+	case *run == "" && (len(pos) < 1 || len(pos) > 2):
+		return usagef("signal needs a key and, optionally, a JSON payload: yella signal KEY [JSON payload], or yella signal --run ID [JSON payload]")
+	case *run == "" && pos[0] == "":
+		return usagef("the signal key is empty")
+	case *run == "":
+		key, pos = pos[0], pos[1:]
+	case len(pos) > 1:
+		return usagef("with --run, signal takes only a JSON payload: yella signal --run ID [JSON payload]")
+	}
+	payload, err := jsonArg(pos, 0, "payload")
+	if err != nil {
+		return err
+	}
+	c, err := t.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	var out httpapi.Signalled
+	if *run != "" {
+		err = c.call(ctx, "POST", "/api/runs/"+url.PathEscape(*run)+"/signal", httpapi.RunSignalRequest{Payload: payload}, &out)
+	} else {
+		err = c.call(ctx, "POST", "/api/signals", httpapi.SignalRequest{Key: key, Payload: payload}, &out)
+	}
+	if err != nil {
+		return err
+	}
+	if t.json {
+		return printJSON(stdout, out)
+	}
+	switch {
+	case *run != "":
+		fmt.Fprintf(stdout, "signalled run %s: its wait ended and it runs again\n", out.RunID)
+	case out.RunID != "":
+		fmt.Fprintf(stdout, "signal %s ended the wait of run %s: it runs again\n", showKey(key), out.RunID)
+	case out.Kept:
+		fmt.Fprintf(stdout, "no run waits for %s: the signal is kept for the next wait on it\n", showKey(key))
+	default:
+		fmt.Fprintf(stdout, "no run waits for %s, and the engine keeps no signals: nothing was done\n", showKey(key))
+	}
 	return nil
 }
 
@@ -200,6 +257,11 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var t target
 	t.flags(fs, stderr)
 	key := fs.String("key", "", "an idempotency `KEY`: emitting it again admits nothing new")
+	singleton := fs.String("singleton", "", "admit a process's run only when none of its runs emitted with this `KEY` is idle, running or waiting: "+
+		"at most one at a time per key (else the answer names the run that stands in)")
+	debounce := fs.String("debounce", "", "run only the latest of a burst of emissions with this `KEY`: the run starts --window after the emission, "+
+		"and an emission with the key before it started replaces its payload and moves its start (with --window)")
+	window := fs.Duration("window", 0, "with --debounce: the `DURATION` a burst must be quiet before its run starts, such as 30s (0s: at once)")
 	procs := fs.String("process", "", processesUsage)
 	pos, err := parse(fs, args)
 	if err != nil {
@@ -211,6 +273,20 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	payload, err := jsonArg(pos, 1, "payload")
 	if err != nil {
 		return err
+	}
+	req := httpapi.EmitRequest{Event: pos[0], Payload: payload, IdempotencyKey: *key}
+	switch given := flagGiven(fs.FlagSet, "singleton"); {
+	case given && flagGiven(fs.FlagSet, "debounce"):
+		return usagef("give --singleton or --debounce, not both")
+	case flagGiven(fs.FlagSet, "debounce") && !flagGiven(fs.FlagSet, "window"):
+		return usagef("--debounce needs --window DURATION: how long a burst must be quiet before its run starts")
+	case flagGiven(fs.FlagSet, "window") && !flagGiven(fs.FlagSet, "debounce"):
+		return usagef("--window goes with --debounce KEY")
+	case given:
+		// An empty key is sent as given: the engine refuses it.
+		req.Singleton = singleton
+	case flagGiven(fs.FlagSet, "debounce"):
+		req.Debounce = &httpapi.DebounceRequest{Key: *debounce, Window: window.String()}
 	}
 	c, err := t.connect(ctx)
 	if err != nil {
@@ -232,7 +308,7 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	var out httpapi.Emitted
-	if err := c.call(ctx, "POST", "/api/emit", httpapi.EmitRequest{Event: pos[0], Payload: payload, IdempotencyKey: *key}, &out); err != nil {
+	if err := c.call(ctx, "POST", "/api/emit", req, &out); err != nil {
 		return err
 	}
 	if t.json {
@@ -243,8 +319,12 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "admitted %s%s\n", plural(len(out.Runs), "run", "runs"), list(out.Runs))
 	case out.Reason == "duplicate":
 		fmt.Fprintf(stdout, "nothing new: already admitted under key %q as %s\n", *key, strings.Join(out.Existing, ", "))
+	case out.Reason == yella.ReasonGrouped:
 	default:
 		fmt.Fprintf(stdout, "nothing admitted (%s): dropped by %s\n", out.Reason, strings.Join(out.Dropped, ", "))
+	}
+	if len(out.Grouped) > 0 {
+		printGrouped(stdout, out.Grouped, req, *window)
 	}
 	if len(out.Runs) > 0 && len(out.Dropped) > 0 {
 		fmt.Fprintf(stdout, "dropped at their cap: %s\n", strings.Join(out.Dropped, ", "))
@@ -253,6 +333,31 @@ func emitCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		noEngineNote(stdout, names, redactURL(t.db))
 	}
 	return nil
+}
+
+// printGrouped says which runs stood in for an emission with a singleton
+// or debounce key, and what that did to them.
+func printGrouped(w io.Writer, ids []string, req httpapi.EmitRequest, window time.Duration) {
+	one := len(ids) == 1
+	runs := "runs " + strings.Join(ids, ", ")
+	if one {
+		runs = "run " + ids[0]
+	}
+	if req.Debounce != nil {
+		they, carry, start := "they", "carry", "start"
+		if one {
+			they, carry, start = "it", "carries", "starts"
+		}
+		fmt.Fprintf(w, "debounced into %s (key %s): %s now %s this payload and %s in %s, unless the key is emitted again first\n",
+			runs, showKey(req.Debounce.Key), they, carry, start, shortDuration(window))
+		return
+	}
+	is, their := "are", "their processes"
+	if one {
+		is, their = "is", "its process"
+	}
+	fmt.Fprintf(w, "singleton key %s: %s %s still idle, running or waiting, so none is admitted for %s\n",
+		showKey(*req.Singleton), runs, is, their)
 }
 
 func list(runs []httpapi.Admitted) string {

@@ -25,12 +25,14 @@ func commands() map[string]command {
 		"emit":      {"emit an event: emit EVENT [JSON payload]", emitCmd},
 		"retry":     {"retry an errored, dead-letter, fenced or cancelled run", opCmd("retry")},
 		"requeue":   {"requeue a dead-letter run with a fresh retry budget (--all: every one)", requeueCmd},
-		"cancel":    {"cancel an idle or running run", opCmd("cancel")},
+		"cancel":    {"cancel an idle, running or waiting run", opCmd("cancel")},
 		"resume":    {"release a deferred run's follow-up: resume ID [JSON payload]", resumeCmd},
+		"signal":    {"send a signal to the run waiting for it: signal KEY [JSON payload] (--run ID: to one run)", signalCmd},
+		"end-wait":  {"end a waiting run's wait now, without a signal", opCmd("end-wait")},
 		"fenced":    {"resolve fenced runs in bulk (--retry or --complete JSON; a preview unless --apply)", fencedCmd},
 		"nodes":     {"list the engine processes sharing a PostgreSQL database and the runs each holds", nodesCmd},
 		"limits":    {"list the flow limits (rate limits, per-key concurrency) and the keys holding runs back", limitsCmd},
-		"schedules": {"list the cron schedules with their next and last tick", schedulesCmd},
+		"schedules": {"list the cron schedules with their next and last tick; schedules pause|resume NAME", schedulesCmd},
 		"bench":     {"run the benchmark suite (bench list, bench <scenario>, bench report)", benchCmd},
 		"report":    {"generate the benchmark charts and page from the reports", reportCmd},
 		"restore":   {"restore a database from its replica: restore --from URL --to PATH", restoreCmd},
@@ -93,6 +95,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 var libraryWording = strings.NewReplacer(
 	"(use Force to replace it)", "(restore --force replaces it)",
 	"(use Force to discard it)", "(restore --force discards it)",
+	"Group: a Singleton or Debounce key", "a --singleton or --debounce key",
+	"Debounce: debounce window", "--window",
 )
 
 // cliError is an error reworded for the command line; it unwraps to the
@@ -168,7 +172,7 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 				def = shortDuration(d)
 			}
 		}
-		if def != "" && def != "0" && def != "false" && !strings.Contains(use, "(default") {
+		if def != "" && def != "0" && def != "0s" && def != "false" && !strings.Contains(use, "(default") {
 			use += fmt.Sprintf(" (default %s)", def)
 		}
 		rows = append(rows, row{left, use})

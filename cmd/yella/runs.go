@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/httpapi"
 )
 
@@ -48,7 +50,7 @@ func runsListFlags(stdout, stderr io.Writer) (*flagSet, *runsListOpts) {
 	fs := newFlags("runs list", stdout)
 	o := &runsListOpts{}
 	o.t.flags(fs, stderr)
-	o.status = fs.String("status", "", "only runs in these `STATUSES`, comma-separated: idle, running, completed, deferred, errored, dead-letter, fenced, cancelled")
+	o.status = fs.String("status", "", "only runs in these `STATUSES`, comma-separated: idle, running, waiting, completed, deferred, errored, dead-letter, fenced, cancelled")
 	o.process = fs.String("process", "", "only runs of the process `NAME`")
 	o.event = fs.String("event", "", "only runs of this `EVENT`")
 	o.root = fs.Bool("root", false, "only root runs")
@@ -100,10 +102,20 @@ func runsList(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := json.Unmarshal(raw, &page); err != nil {
 		return err
 	}
+	// A page with a waiting run gets a column saying what each waits for.
+	waits := slices.ContainsFunc(page.Runs, func(r httpapi.Run) bool { return r.Status == yella.StatusWaiting })
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tPROCESS\tEVENT\tSTATUS\tATTEMPTS\tCREATED")
+	fmt.Fprint(tw, "ID\tPROCESS\tEVENT\tSTATUS\tATTEMPTS\tCREATED")
+	if waits {
+		fmt.Fprint(tw, "\tWAITS FOR")
+	}
+	fmt.Fprintln(tw)
 	for _, r := range page.Runs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", r.ID, r.Process, r.Event, r.Status, r.Attempts, r.CreatedAt.Local().Format(time.DateTime))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s", r.ID, r.Process, r.Event, r.Status, r.Attempts, r.CreatedAt.Local().Format(time.DateTime))
+		if waits {
+			fmt.Fprintf(tw, "\t%s", waitsFor(r, func(t time.Time) string { return t.Local().Format(time.DateTime) }))
+		}
+		fmt.Fprintln(tw)
 	}
 	tw.Flush()
 	total := ""
@@ -183,7 +195,18 @@ func printRun(w io.Writer, d httpapi.RunDetail) {
 	row("error", r.Error)
 	row("error code", r.ErrorCode)
 	row("then", r.Then)
-	row("retry at", when(r.RetryAt))
+	if r.Status == yella.StatusWaiting {
+		row("waits for", waitsFor(r, nil))
+		row("wait key", r.WaitKey)
+		row("waiting since", when(r.WaitingSince))
+		if r.WaitingUntil == nil {
+			row("waiting until", "no deadline")
+		} else {
+			row("waiting until", when(r.WaitingUntil))
+		}
+	} else {
+		row("retry at", when(r.RetryAt))
+	}
 	row("created", stamp(r.CreatedAt))
 	row("started", when(r.StartedAt))
 	row("completed", when(r.CompletedAt))
@@ -213,6 +236,23 @@ func printRun(w io.Writer, d httpapi.RunDetail) {
 		}
 		tw.Flush()
 	}
+}
+
+// waitsFor says what a waiting run waits for: a signal (its key, quoted
+// when odd) or a sleep, and, with until to print it, its deadline; "" for
+// other runs.
+func waitsFor(r httpapi.Run, until func(time.Time) string) string {
+	if r.Status != yella.StatusWaiting {
+		return ""
+	}
+	s := "sleep"
+	if r.Signal != "" {
+		s = "signal " + showKey(r.Signal)
+	}
+	if until != nil && r.RetryAt != nil {
+		s += " until " + until(*r.RetryAt)
+	}
+	return s
 }
 
 // compact prints JSON on one line.

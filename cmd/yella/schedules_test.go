@@ -99,3 +99,113 @@ func TestSchedulesCommand(t *testing.T) {
 	}
 	golden(t, "schedules", strings.NewReplacer(busy, "<busy>", none, "<none>").Replace(s.out.String()))
 }
+
+// TestSchedulesPauseCommand: yella schedules pause NAME pauses a
+// server's schedule (since when, and what that means), the listing shows
+// it paused (PAUSED since), pausing again keeps the first time, resume
+// ends it and names the next tick; an odd name is sent escaped and shown
+// quoted; --json prints the API's answer; an unknown name, a missing or
+// extra name and an unknown subcommand are refused; a database opened
+// directly is refused with the way to ask a server (golden transcript).
+func TestSchedulesPauseCommand(t *testing.T) {
+	t.Setenv("YELLA_TOKEN", "")
+	t.Setenv("YELLA_SERVER", "")
+	s := &session{t: t, db: filepath.Join(t.TempDir(), "cli.db"), ids: map[string]string{}}
+	deferredDB(t, s.db)
+	busy := schedulesServer(t, true)
+	text, err := s.run("schedules", "pause", "daily-report", "--server", busy)
+	if err != nil || !strings.Contains(text, "schedule daily-report is paused since") {
+		t.Fatalf("pause: %v\n%s", err, text)
+	}
+	text, err = s.run("schedules", "--server", busy)
+	if err != nil {
+		t.Fatalf("schedules: %v\n%s", err, text)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "daily-report") != strings.Contains(line, "since ") {
+			t.Errorf("only daily-report is paused:\n%s", text)
+		}
+	}
+	var outputs strings.Builder
+	for _, args := range [][]string{
+		{"schedules", "pause", "daily-report", "--server", busy},
+		{"schedules", "list", "--json", "--server", busy},
+		{"schedules", "--server", busy, "resume", "daily-report", "--json"},
+		{"schedules", "resume", "daily-report", "--server", busy},
+		{"schedules", "pause", "nightly\x1b[2J", "--server", busy},
+		{"schedules", "ls", "--server", busy},
+		{"schedules", "pause", "nope", "--server", busy},
+		{"schedules", "pause", "--server", busy},
+		{"schedules", "resume", "a", "b", "--server", busy},
+		{"schedules", "list", "now", "--server", busy},
+		{"schedules", "stop", "daily-report", "--server", busy},
+		{"schedules", "pause", "daily-report"},
+	} {
+		text, _ := s.run(args...)
+		outputs.WriteString(text)
+	}
+	if strings.Contains(outputs.String(), "\x1b") {
+		t.Errorf("a name's control character reached the output")
+	}
+	// The transcript echoes the command line as given: its ESC is spelled out.
+	golden(t, "schedules-pause", strings.NewReplacer(busy, "<busy>", "\x1b", `\x1b`).Replace(s.out.String()))
+}
+
+// TestEmitGroupsCommand: yella emit --singleton KEY admits a run per
+// process unless one emitted with the key is still to run, then names it;
+// --debounce KEY --window D admits a run that starts D later and folds
+// the next emission with the key into it, saying so; --json prints the
+// API's answer; both flags, --debounce without --window, --window alone,
+// an empty or oversized key and a negative window are refused, naming
+// flags rather than Go options, and admit nothing (golden transcript).
+func TestEmitGroupsCommand(t *testing.T) {
+	t.Setenv("YELLA_TOKEN", "")
+	t.Setenv("YELLA_SERVER", "")
+	s := &session{t: t, db: filepath.Join(t.TempDir(), "cli.db"), ids: map[string]string{}}
+	srv, eng, _ := waitsServer(t)
+	ctx := context.Background()
+	before, err := eng.Runs(ctx, yella.RunQuery{Limit: 1000, WithTotal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		text, _ := s.run(append(args, "--server", srv)...)
+		return text
+	}
+	first := uuidRE.FindString(run("emit", "approval:requested", `{"name":"g"}`, "--singleton", "user-7"))
+	waitFor(t, eng, first, yella.StatusWaiting)
+	run("emit", "approval:requested", `{"name":"g"}`, "--singleton", "user-7")
+	run("emit", "approval:requested", `{"name":"g"}`, "--singleton", "user-7", "--json")
+	deb := uuidRE.FindString(run("emit", "plain", `{"n":1}`, "--debounce", "doc-7", "--window", "30s"))
+	run("emit", "plain", `{"n":2}`, "--debounce", "doc-7", "--window", "30s")
+	if r, err := eng.Run(ctx, deb); err != nil || string(r.Payload) != `{"n":2}` || r.Status != yella.StatusIdle {
+		t.Fatalf("the debounced run: %+v %v", r, err)
+	}
+	after, err := eng.Runs(ctx, yella.RunQuery{Limit: 1000, WithTotal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"emit", "plain", "--singleton", "a", "--debounce", "b", "--window", "1s"},
+		{"emit", "plain", "--debounce", "b"},
+		{"emit", "plain", "--window", "1s"},
+		{"emit", "plain", "--singleton", ""},
+		{"emit", "plain", "--singleton", strings.Repeat("k", yella.MaxGroupKeyBytes+1)},
+		{"emit", "plain", "--debounce", "b", "--window", "-1s"},
+		{"emit", "plain", "--debounce", "b", "--window", "soon"},
+	} {
+		if text := run(args...); !strings.Contains(text, "error: ") || strings.Contains(text, "Singleton") ||
+			strings.Contains(text, "Debounce") || strings.Contains(text, "Group") {
+			t.Errorf("yella %s: %s", strings.Join(args, " "), text)
+		}
+	}
+	last, err := eng.Runs(ctx, yella.RunQuery{Limit: 1000, WithTotal: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Total != before.Total+2 || last.Total != after.Total {
+		t.Errorf("runs: %d before, %d after the groups (want 2 more), %d after the refusals", before.Total, after.Total, last.Total)
+	}
+	golden(t, "emit-groups", strings.NewReplacer(srv, "<server>", strings.Repeat("k", yella.MaxGroupKeyBytes+1), "<513 k>").Replace(s.out.String()))
+}

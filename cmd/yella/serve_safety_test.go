@@ -377,7 +377,7 @@ func TestHelpGolden(t *testing.T) {
 	var all strings.Builder
 	for _, args := range [][]string{
 		{"help"}, {"help", "runs"}, {"runs", "-h"}, {"runs", "list", "-h"}, {"runs", "show", "--help"},
-		{"serve", "-h"}, {"emit", "-h"}, {"retry", "-h"}, {"cancel", "-h"}, {"requeue", "-h"}, {"resume", "-h"},
+		{"serve", "-h"}, {"emit", "-h"}, {"retry", "-h"}, {"cancel", "-h"}, {"requeue", "-h"}, {"resume", "-h"}, {"signal", "-h"}, {"end-wait", "-h"},
 		{"restore", "-h"}, {"version", "-h"}, {"bench", "-h"}, {"report", "-h"}, {"limits", "-h"}, {"schedules", "-h"},
 	} {
 		var out strings.Builder

@@ -14,6 +14,7 @@
 
   const TYPES = ['run:admitted', 'run:started', 'run:completed', 'run:failed', 'run:retry-scheduled', 'run:dead-lettered', 'run:fenced',
     'run:resumed', 'run:cancelled', 'run:retried', 'run:requeued', 'run:dropped', 'run:depth-exceeded',
+    'run:waiting', 'run:signalled', 'run:wait-ended',
     'effect:completed', 'effect:failed', 'effect:replayed', 'effect:resolved', 'lease:reclaimed', 'internal:error'];
   const BASE = document.body.dataset.base || ''; // the path the dashboard is mounted under
   const MIN_INTERVAL = 1000; // ms between refreshes of one fragment
@@ -210,6 +211,7 @@
     'run:admitted': ['admitted', 'idle'], 'run:retry-scheduled': ['retry scheduled', 'idle'], 'run:dead-lettered': ['dead letter', 'dead-letter'],
     'run:fenced': ['fenced', 'fenced'], 'run:resumed': ['resumed', 'deferred'], 'run:cancelled': ['cancelled', 'cancelled'],
     'run:retried': ['retried', 'idle'], 'run:requeued': ['requeued', 'idle'], 'run:dropped': ['dropped', 'fenced'],
+    'run:waiting': ['waiting', 'waiting'], 'run:signalled': ['signalled', 'idle'], 'run:wait-ended': ['wait ended', 'idle'],
     'run:depth-exceeded': ['too deep', 'errored'], 'effect:completed': ['effect done', 'completed'],
     'effect:failed': ['effect failed', 'errored'], 'effect:replayed': ['effect replayed', 'deferred'],
     'effect:resolved': ['effect resolved', 'completed'], 'lease:reclaimed': ['reclaimed', 'fenced'],

@@ -39,6 +39,10 @@ type Item struct {
 	// the stored starts obey the limit exactly.
 	TAT     time.Time
 	Granted time.Time
+	// Waiting marks a waiting run's deadline (RetryAt): until it is due,
+	// Idle does not wait for it (the run waits for a signal or a time, not
+	// for a slot).
+	Waiting bool
 }
 
 // Config configures a Dispatcher.
@@ -106,6 +110,7 @@ type Dispatcher struct {
 	stopTmr  func() bool
 	tmrAt    time.Time
 	inactive int // ready+parked+delayed items
+	nWaiting int // delayed items that are waiting runs' deadlines (Item.Waiting)
 }
 
 // New returns a paused dispatcher; call Resume to start work.
@@ -152,13 +157,34 @@ func (d *Dispatcher) Add(items ...Item) {
 		if it.RetryAt.After(now) {
 			e.where = inDelayed
 			d.nDelayed++
+			if it.Waiting {
+				d.nWaiting++
+			}
 			heap.Push(&d.delayed, e)
 		} else {
+			e.Waiting = false
 			heap.Push(&d.ready, e)
 		}
 	}
 	d.armLocked(now)
 	d.fillLocked()
+}
+
+// Replace queues it in place of the item of the same run that has not
+// started, if any, at once: the run's chain is never seen idle in between
+// (Add keeps an item already queued instead).
+func (d *Dispatcher) Replace(it Item) {
+	d.mu.Lock()
+	d.corr[it.Correlation]++ // the chain and the dispatcher held across the swap
+	d.inactive++
+	d.mu.Unlock()
+	d.Remove(it.ID)
+	d.Add(it)
+	d.mu.Lock()
+	d.inactive--
+	d.releaseCorrLocked(it.Correlation)
+	d.notifyIdleLocked()
+	d.mu.Unlock()
 }
 
 // Remove forgets an item that has not started (a cancelled run). It reports
@@ -174,6 +200,9 @@ func (d *Dispatcher) Remove(id string) bool {
 	switch e.where {
 	case inDelayed:
 		d.nDelayed--
+		if e.Waiting {
+			d.nWaiting--
+		}
 	case inKey:
 		d.nKey--
 	case inRate:
@@ -285,12 +314,13 @@ func (d *Dispatcher) Stats() Stats {
 	return s
 }
 
-// Idle returns a channel closed once no item is waiting or running.
+// Idle returns a channel closed once no item is waiting or running, but
+// for waiting runs' deadlines that are not due (Item.Waiting).
 func (d *Dispatcher) Idle() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ch := make(chan struct{})
-	if d.running == 0 && d.inactive == 0 {
+	if d.running == 0 && d.inactive == d.nWaiting {
 		close(ch)
 		return ch
 	}
@@ -365,7 +395,7 @@ func (d *Dispatcher) notifyIdleLocked() {
 		close(w)
 	}
 	d.runW = nil
-	if d.inactive != 0 {
+	if d.inactive != d.nWaiting {
 		return
 	}
 	for _, w := range d.idleW {
@@ -456,6 +486,10 @@ func (d *Dispatcher) armLocked(now time.Time) {
 		heap.Pop(&d.delayed)
 		e.where = inReady
 		d.nDelayed--
+		if e.Waiting { // due: a run to start like any other
+			e.Waiting = false
+			d.nWaiting--
+		}
 		heap.Push(&d.ready, e)
 	}
 	d.rateWakeLocked(now)

@@ -167,3 +167,47 @@ func TestFreeAndFreed(t *testing.T) {
 		t.Errorf("Freed called %d times, want 1", freed)
 	}
 }
+
+// A waiting run's deadline does not keep Idle from firing until it is
+// due; then it is an item like any other. Replace swaps a run's item
+// without its chain looking done in between.
+func TestWaitingItems(t *testing.T) {
+	d, r, clk := newD(10)
+	d.Resume()
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	d.Add(Item{ID: "w", Seq: 1, Correlation: "c", RetryAt: clk.Now().Add(time.Hour), Waiting: true})
+	if !closed(d.Idle()) {
+		t.Fatal("not idle with only a waiting run's deadline")
+	}
+	c := d.CorrelationDone("c")
+	if closed(c) {
+		t.Fatal("the chain of a waiting run is done")
+	}
+	d.Replace(Item{ID: "w", Seq: 1, Correlation: "c"}) // signalled: due now
+	if closed(c) {
+		t.Fatal("the chain looked done while its run was swapped")
+	}
+	eq(t, "started after the swap", r.ids(), []string{"w"})
+	d.Done(Item{ID: "w", Correlation: "c"})
+	if !closed(c) || !closed(d.Idle()) {
+		t.Fatal("not done after the run ended")
+	}
+	d.Add(Item{ID: "x", Seq: 2, RetryAt: clk.Now().Add(time.Minute), Waiting: true})
+	clk.Advance(time.Minute)
+	eq(t, "due at its deadline", r.ids(), []string{"w", "x"})
+	idle := d.Idle()
+	if closed(idle) {
+		t.Fatal("idle while the due waiting run runs")
+	}
+	d.Done(Item{ID: "x"})
+	if !closed(idle) || d.Active() != 0 {
+		t.Fatalf("active %d after all ended", d.Active())
+	}
+}

@@ -38,9 +38,17 @@ type Store struct {
 	timeline  map[string][]store.TimelineEntry
 	effects   map[string]map[string]*store.Effect
 	rollups   map[rollupKey]*store.Rollup
-	rates     map[string]time.Time // rate key → latest theoretical arrival time claimed
+	rates     map[string]time.Time    // rate key → latest theoretical arrival time claimed
+	signals   map[string][]keptSignal // signal key → kept signals, oldest first
+	paused    map[string]time.Time    // paused schedules
 	errors    []store.ErrorRecord
 	errSeq    int64
+}
+
+// keptSignal is a signal no run waited for, kept for a later wait.
+type keptSignal struct {
+	payload json.RawMessage
+	until   time.Time
 }
 
 type rollupKey struct {
@@ -65,6 +73,8 @@ func New() *Store {
 		effects:  map[string]map[string]*store.Effect{},
 		rollups:  map[rollupKey]*store.Rollup{},
 		rates:    map[string]time.Time{},
+		signals:  map[string][]keptSignal{},
+		paused:   map[string]time.Time{},
 	}
 }
 
@@ -164,6 +174,19 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 				continue
 			}
 		}
+		if g := s.groupRun(nr); g != nil {
+			if nr.Group == store.GroupDebounce {
+				g.Payload, g.Context, g.RetryAt = cloneRaw(a.Payload), cloneRaw(a.Context), time.Time{}
+				if a.NotBefore.After(a.Now) {
+					g.RetryAt = a.NotBefore
+				}
+				s.appendTimeline(g, a.Now, "", "", "debounced")
+			}
+			gr := cloneRun(g)
+			gr.Payload, gr.Context = nil, nil
+			res.Grouped = append(res.Grouped, gr)
+			continue
+		}
 		if nr.Limit > 0 && s.active[nr.Process] >= nr.Limit {
 			res.Dropped = append(res.Dropped, nr)
 			continue
@@ -174,7 +197,7 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 			CorrelationID: a.CorrelationID, ParentID: a.ParentID, Depth: a.Depth,
 			Payload: cloneRaw(a.Payload), Context: cloneRaw(a.Context),
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: a.Now,
-			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey,
+			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, GroupKey: nr.GroupKey,
 		}
 		if a.NotBefore.After(a.Now) {
 			r.RetryAt = a.NotBefore
@@ -196,6 +219,58 @@ func (s *Store) admit(a store.Admission) (store.AdmitResult, error) {
 		res.Admitted = append(res.Admitted, cloneRun(r))
 	}
 	return res, nil
+}
+
+// groupRun is the run of nr's group that stands in for it under its
+// policy (the latest admitted), or nil. A memory store scans its runs.
+func (s *Store) groupRun(nr store.NewRun) *store.Run {
+	if nr.GroupKey == "" || nr.Group == store.GroupNone {
+		return nil
+	}
+	for i := len(s.order) - 1; i >= 0; i-- {
+		r := s.order[i]
+		if s.runs[r.ID] != r || r.Process != nr.Process || r.GroupKey != nr.GroupKey {
+			continue
+		}
+		switch nr.Group {
+		case store.GroupSingleton:
+			if r.Status.Active() || r.Status == store.StatusWaiting {
+				return r
+			}
+		case store.GroupDebounce:
+			if r.Status == store.StatusIdle && r.Attempts == 0 {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// PauseSchedule implements store.Store.
+func (s *Store) PauseSchedule(ctx context.Context, name string, paused bool, now time.Time) error {
+	if err := s.lock(); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.paused[name]; paused && !ok {
+		s.paused[name] = now
+	} else if !paused {
+		delete(s.paused, name)
+	}
+	return nil
+}
+
+// PausedSchedules implements store.Store.
+func (s *Store) PausedSchedules(ctx context.Context) (map[string]time.Time, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	out := make(map[string]time.Time, len(s.paused))
+	for k, v := range s.paused {
+		out[k] = v
+	}
+	return out, nil
 }
 
 func (s *Store) deleteRun(r *store.Run) {
@@ -246,7 +321,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	var out []store.Run
 	for i, id := range req.IDs {
 		r, ok := s.runs[id]
-		if !ok || r.Status != store.StatusIdle || r.RetryAt.After(req.Now) {
+		if !ok || !due(r, req.Now) {
 			continue
 		}
 		if i < len(req.RateTATs) && r.RateKey != "" && req.RateTATs[i].After(s.rates[r.RateKey]) {
@@ -259,11 +334,44 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 		r.LeaseExpires = req.LeaseUntil
 		r.StartedAt = req.Now
 		r.RetryAt = time.Time{}
+		r.WaitKey = ""
 		r.Output = nil
 		s.appendTimeline(r, req.Now, "", "", "claimed")
 		out = append(out, cloneRun(r))
 	}
 	return out, nil
+}
+
+// due reports whether r is claimable at now: idle and due, or waiting with
+// a deadline that has passed.
+func due(r *store.Run, now time.Time) bool {
+	switch r.Status {
+	case store.StatusIdle:
+		return !r.RetryAt.After(now)
+	case store.StatusWaiting:
+		return !r.RetryAt.IsZero() && !r.RetryAt.After(now)
+	}
+	return false
+}
+
+// takeSignal removes and returns the oldest signal kept for key that is
+// still kept at now. The caller holds s.mu.
+func (s *Store) takeSignal(key string, now time.Time) (json.RawMessage, bool) {
+	ks := s.signals[key]
+	for len(ks) > 0 && !ks[0].until.After(now) {
+		ks = ks[1:]
+	}
+	if len(ks) == 0 {
+		delete(s.signals, key)
+		return nil, false
+	}
+	p := ks[0].payload
+	if ks = ks[1:]; len(ks) == 0 {
+		delete(s.signals, key)
+	} else {
+		s.signals[key] = ks
+	}
+	return p, true
 }
 
 // Update implements store.Store: the transition table applied directly
@@ -294,8 +402,14 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 			return res, err
 		}
 	}
+	f := store.Facts{Admitted: len(res.Children.Admitted)}
+	var signal json.RawMessage
+	if rule.Effects == store.EffectsWait && u.Wait.Signal != "" {
+		// The check passed and a wait has no follow-up: the update applies.
+		signal, f.Signalled = s.takeSignal(u.Wait.Signal, u.Now)
+	}
 	next := *r
-	note, err := rule.Apply(&next, &u, store.Facts{Admitted: len(res.Children.Admitted)})
+	note, err := rule.Apply(&next, &u, f)
 	if err != nil {
 		return store.UpdateResult{}, err
 	}
@@ -303,35 +417,96 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 	next.Status, next.Output = r.Status, cloneRaw(next.Output)
 	*r = next
 	s.setStatus(r, status)
-	s.writeEffects(r, rule.Effects, u.CompleteEffect, u.Now)
+	done := u.CompleteEffect
+	if rule.Effects == store.EffectsWait {
+		if f.Signalled {
+			done = &store.EffectDone{Key: u.Wait.Key, Output: signal}
+		} else {
+			s.effect(r, u.Wait.Key, u.Now).Status = store.EffectWaiting
+		}
+	}
+	s.writeEffects(r, rule.Effects, done, u.Now)
 	s.appendTimeline(r, u.Now, r.Error, r.ErrorCode, note)
 	res.Run = *r
 	res.Run.Payload, res.Run.Context, res.Run.Output = nil, nil, cloneRaw(r.Output)
 	return res, nil
 }
 
-// writeEffects changes r's effect records as its transition says.
+// writeEffects changes r's effect records as its transition says: done,
+// when set, is recorded as completed.
 func (s *Store) writeEffects(r *store.Run, w store.EffectWrite, done *store.EffectDone, now time.Time) {
-	effs := s.effects[r.ID]
-	switch w {
-	case store.EffectsClearStarted:
-		for k, e := range effs {
-			if e.Status == store.EffectStarted {
-				delete(effs, k)
+	if w == store.EffectsClearStarted {
+		for k, e := range s.effects[r.ID] {
+			if e.Status == store.EffectStarted || e.Status == store.EffectWaiting {
+				delete(s.effects[r.ID], k)
 			}
 		}
-	case store.EffectsComplete:
-		if effs == nil {
-			effs = map[string]*store.Effect{}
-			s.effects[r.ID] = effs
-		}
-		e := effs[done.Key]
-		if e == nil {
-			e = &store.Effect{RunID: r.ID, Key: done.Key, StartedAt: now, Epoch: r.Epoch}
-			effs[done.Key] = e
-		}
+	}
+	if done != nil {
+		e := s.effect(r, done.Key, now)
 		e.Status, e.Output, e.Error, e.CompletedAt = store.EffectCompleted, cloneRaw(done.Output), "", now
 	}
+}
+
+// effect returns r's effect record key, creating it (started at now, at
+// r's epoch, with a new wait's fields) if there is none.
+func (s *Store) effect(r *store.Run, key string, now time.Time) *store.Effect {
+	effs := s.effects[r.ID]
+	if effs == nil {
+		effs = map[string]*store.Effect{}
+		s.effects[r.ID] = effs
+	}
+	e := effs[key]
+	if e == nil {
+		e = &store.Effect{RunID: r.ID, Key: key, StartedAt: now, Epoch: r.Epoch}
+		effs[key] = e
+	}
+	return e
+}
+
+// Signal implements store.Store. The run it wakes is found by a scan of
+// the runs in admission order: a memory store is for tests and examples.
+func (s *Store) Signal(ctx context.Context, req store.SignalRequest) (store.SignalResult, error) {
+	if err := s.lock(); err != nil {
+		return store.SignalResult{}, err
+	}
+	defer s.mu.Unlock()
+	var w *store.Run
+	if req.RunID != "" {
+		r, ok := s.runs[req.RunID]
+		if !ok {
+			return store.SignalResult{}, store.ErrNotFound
+		}
+		if r.Status != store.StatusWaiting || r.WaitKey != req.Key || req.Key == "" {
+			return store.SignalResult{}, &store.StatusError{RunID: r.ID, Status: r.Status}
+		}
+		w = r
+	} else if req.Key != "" {
+		for _, r := range s.order {
+			if s.runs[r.ID] == r && r.Status == store.StatusWaiting && r.WaitKey == req.Key {
+				w = r
+				break
+			}
+		}
+	}
+	if w == nil {
+		if !req.KeepUntil.After(req.Now) {
+			return store.SignalResult{}, nil
+		}
+		s.signals[req.Key] = append(s.signals[req.Key], keptSignal{payload: cloneRaw(req.Payload), until: req.KeepUntil})
+		return store.SignalResult{Kept: true}, nil
+	}
+	for _, e := range s.effects[w.ID] {
+		if e.Status == store.EffectWaiting {
+			e.Status, e.Output, e.Error, e.CompletedAt = store.EffectCompleted, cloneRaw(req.Payload), "", req.Now
+		}
+	}
+	s.setStatus(w, store.StatusIdle)
+	w.RetryAt, w.WaitKey = time.Time{}, ""
+	s.appendTimeline(w, req.Now, "", "", "signalled")
+	woken := cloneRun(w)
+	woken.Payload, woken.Context = nil, nil
+	return store.SignalResult{Woken: &woken}, nil
 }
 
 // SetContext implements store.Store.
@@ -593,9 +768,10 @@ func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pe
 		if len(out) == limit {
 			break
 		}
-		if s.runs[r.ID] == r && r.Status == store.StatusIdle {
+		if s.runs[r.ID] == r && (r.Status == store.StatusIdle || r.Status == store.StatusWaiting && !r.RetryAt.IsZero()) {
 			out = append(out, store.Pending{ID: r.ID, Seq: r.Seq, Process: r.Process, CorrelationID: r.CorrelationID, RetryAt: r.RetryAt,
-				CreatedAt: r.CreatedAt, Priority: r.Priority, RateKey: r.RateKey, ConcurrencyKey: r.ConcurrencyKey})
+				CreatedAt: r.CreatedAt, Priority: r.Priority, RateKey: r.RateKey, ConcurrencyKey: r.ConcurrencyKey,
+				Waiting: r.Status == store.StatusWaiting})
 		}
 	}
 	return out, nil
@@ -761,6 +937,21 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 		for k, t := range s.rates { // a state in the past limits nothing
 			if t.Before(p.CompletedBefore) {
 				delete(s.rates, k)
+			}
+		}
+	}
+	if !p.SignalsBefore.IsZero() {
+		for k, ks := range s.signals {
+			kept := ks[:0]
+			for _, sg := range ks {
+				if !sg.until.Before(p.SignalsBefore) {
+					kept = append(kept, sg)
+				}
+			}
+			if len(kept) == 0 {
+				delete(s.signals, k)
+			} else {
+				s.signals[k] = kept
 			}
 		}
 	}

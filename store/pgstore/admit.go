@@ -30,7 +30,10 @@ func (s *Store) Admit(ctx context.Context, a store.Admission) (store.AdmitResult
 // waits on the unique index and then loses (ON CONFLICT DO NOTHING), so its
 // process is returned as existing. Processes with an admission bound are
 // decided under their advisory locks (taken in one order), so the bound is
-// exact across nodes.
+// exact across nodes. Runs with a group policy are decided next, under
+// their groups' locks (see admitGroups); a debounced run whose start
+// changed is reported to moved as going from idle to idle: no count
+// changes, but the nodes must look at it again.
 func (s *Store) admit(ctx context.Context, q pgx.Tx, a *store.Admission, moved func(from, to store.Status)) (store.AdmitResult, error) {
 	var res store.AdmitResult
 	if a.ParentID != "" {
@@ -72,18 +75,37 @@ func (s *Store) admit(ctx context.Context, q pgx.Tx, a *store.Admission, moved f
 			return res, err
 		}
 	}
-	active, err := s.lockBounds(ctx, q, a, existing, kept)
+	var grouped []int // the runs of a that a group may stand in for
+	for i, nr := range a.Runs {
+		_, e := existing[nr.Process]
+		_, k := kept[nr.Process]
+		if hasGroup(nr) && !e && !k {
+			grouped = append(grouped, i)
+		}
+	}
+	var active map[string]int
+	var standIn map[int]store.Run
+	var err error
+	if len(grouped) == 0 { // no group: no group lock, no lookup
+		active, err = s.lockBounds(ctx, q, a, existing, kept)
+	} else {
+		active, standIn, err = s.admitGroups(ctx, q, a, grouped, existing, kept, moved)
+	}
 	if err != nil {
 		return res, err
 	}
 	var admit []store.NewRun
-	for _, nr := range a.Runs {
+	for i, nr := range a.Runs {
 		if r, ok := existing[nr.Process]; ok {
 			res.Existing = append(res.Existing, r)
 			continue
 		}
 		if r, ok := kept[nr.Process]; ok {
 			res.Pruned = append(res.Pruned, r)
+			continue
+		}
+		if r, ok := standIn[i]; ok {
+			res.Grouped = append(res.Grouped, r)
 			continue
 		}
 		if nr.Limit > 0 && active[nr.Process] >= nr.Limit {
@@ -117,11 +139,9 @@ func (s *Store) byKey(ctx context.Context, q pgx.Tx, a *store.Admission, procs [
 	return out, rows.Err()
 }
 
-// lockBounds takes the admission locks of the processes with a bound that
-// a may admit, in lock-key order, and returns their active runs counted
-// under the locks.
-func (s *Store) lockBounds(ctx context.Context, q pgx.Tx, a *store.Admission, existing, kept map[string]store.Run) (map[string]int, error) {
-	active := map[string]int{}
+// boundedOf returns the processes with a bound that a may admit: those
+// not admitted before under its idempotency key.
+func boundedOf(a *store.Admission, existing, kept map[string]store.Run) []string {
 	var bounded []string
 	for _, nr := range a.Runs {
 		_, e := existing[nr.Process]
@@ -130,6 +150,15 @@ func (s *Store) lockBounds(ctx context.Context, q pgx.Tx, a *store.Admission, ex
 			bounded = append(bounded, nr.Process)
 		}
 	}
+	return bounded
+}
+
+// lockBounds takes the admission locks of the processes with a bound that
+// a may admit, in lock-key order, and returns their active runs counted
+// under the locks.
+func (s *Store) lockBounds(ctx context.Context, q pgx.Tx, a *store.Admission, existing, kept map[string]store.Run) (map[string]int, error) {
+	active := map[string]int{}
+	bounded := boundedOf(a, existing, kept)
 	if len(bounded) == 0 {
 		return active, nil
 	}
@@ -150,6 +179,94 @@ func (s *Store) lockBounds(ctx context.Context, q pgx.Tx, a *store.Admission, ex
 		active[p] = n
 	}
 	return active, rows.Err()
+}
+
+// hasGroup reports whether a group may stand in for nr: it has a group
+// key and a policy (Singleton or Debounce). A key without one is only
+// stored.
+func hasGroup(nr store.NewRun) bool {
+	return nr.GroupKey != "" && (nr.Group == store.GroupSingleton || nr.Group == store.GroupDebounce)
+}
+
+// groupLock is the advisory lock key of the group of process p and key k,
+// in a key space of its own (the process, flow and signal locks hash other
+// prefixes).
+func (s *Store) groupLock(p, k string) int64 {
+	return lockID(s.opts.Schema, "group\x00"+p+"\x00"+k)
+}
+
+// admitGroups decides the runs of a at the indexes grouped (each with a
+// group policy) under their groups' locks, and returns the runs that stand
+// in for them, by index, and the active runs of the processes with a
+// bound that a may admit (as lockBounds does).
+//
+// Two admissions of one group on any nodes are serialized by the group's
+// lock, a transaction-scoped advisory lock, and the lookup is a statement
+// that begins once the lock is granted (READ COMMITTED: a new snapshot per
+// statement), so it sees the run the group's previous admission
+// committed: two Singleton admissions never both admit, and two Debounce
+// admissions never both create a never-started run. The group locks and
+// the bounded processes' admission locks are taken together, in lock-key
+// order, in one statement, sent with the lookups and the bounded counts
+// in one round trip. A debounced run is locked as it is found: it is
+// either updated before a claim of it, or found started after the claim
+// committed, and the run before it taken instead.
+func (s *Store) admitGroups(ctx context.Context, q pgx.Tx, a *store.Admission, grouped []int, existing, kept map[string]store.Run,
+	moved func(from, to store.Status)) (map[string]int, map[int]store.Run, error) {
+	active := map[string]int{}
+	standIn := map[int]store.Run{}
+	bounded := boundedOf(a, existing, kept)
+	keys := make([]int64, 0, len(grouped)+len(bounded))
+	for _, i := range grouped {
+		keys = append(keys, s.groupLock(a.Runs[i].Process, a.Runs[i].GroupKey))
+	}
+	for _, p := range bounded {
+		keys = append(keys, lockID(s.opts.Schema, "admit\x00"+p))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	b := &pgx.Batch{}
+	b.Queue(s.q.lockKeys, keys)
+	if len(bounded) > 0 {
+		b.Queue(s.q.activeCounts, bounded).Query(func(rows pgx.Rows) error {
+			var p string
+			var n int
+			_, err := pgx.ForEachRow(rows, []any{&p, &n}, func() error { active[p] = n; return nil })
+			return err
+		})
+	}
+	for _, i := range grouped {
+		nr := &a.Runs[i]
+		found := func(r store.Run, err error) error {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err == nil {
+				standIn[i] = r
+			}
+			return err
+		}
+		if nr.Group == store.GroupSingleton {
+			b.Queue(s.q.groupSingleton, nr.Process, nr.GroupKey).QueryRow(func(row pgx.Row) error {
+				r, _, err := scanUpdated(row)
+				return found(r, err)
+			})
+		} else {
+			b.Queue(s.q.groupDebounce, nr.Process, nr.GroupKey, blob(a.Payload), blob(a.Context), notBefore(a), a.Now.UnixNano()).
+				QueryRow(func(row pgx.Row) error {
+					var start bool
+					r, _, err := scanUpdated(row, &start)
+					if err == nil && start {
+						moved(store.StatusIdle, store.StatusIdle)
+					}
+					return found(r, err)
+				})
+		}
+	}
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, err
+	}
+	return active, standIn, nil
 }
 
 // lockProcesses takes the transaction's advisory locks of kind for each
@@ -179,17 +296,18 @@ func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, ad
 	ids := make([]string, len(admit))
 	procs := make([]string, len(admit))
 	prios := make([]*int32, len(admit))
-	rateKeys, concKeys := make([]*string, len(admit)), make([]*string, len(admit))
+	rateKeys, concKeys, groupKeys := make([]*string, len(admit)), make([]*string, len(admit)), make([]*string, len(admit))
 	for i, nr := range admit {
 		ids[i], procs[i] = nr.ID, nr.Process
 		prios[i], rateKeys[i], concKeys[i] = nullInt(nr.Priority), nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey)
+		groupKeys[i] = nullStr(nr.GroupKey)
 	}
 	var corr *string
 	if a.CorrelationID != "" {
 		corr = &a.CorrelationID
 	}
 	rows, err := q.Query(ctx, s.q.insRuns, ids, procs, a.Event, corr, nullStr(a.ParentID), a.Depth,
-		blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(), prios, rateKeys, concKeys, notBefore(a))
+		blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(), prios, rateKeys, concKeys, notBefore(a), groupKeys)
 	if err != nil {
 		return res, err
 	}
@@ -224,6 +342,7 @@ func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, ad
 			Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
 			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
+			GroupKey: nr.GroupKey,
 		})
 	}
 	if len(lost) > 0 { // admitted meanwhile by another transaction

@@ -133,17 +133,22 @@ func emitConcurrently(b *testing.B, eng *yella.Engine, n, emitters int) {
 // backlog of 10,000 idle runs in front of it: of a process without flow
 // limits (plain: the backlog is claimable, the claim takes its first run),
 // and of a concurrency key at its limit, which the flow claim passes over
-// to claim a later run of another key (busy-key). Reports claims per
-// second (the run's admission and completion are outside the timer):
+// to claim a later run of another key (busy-key); and with 10,000 runs
+// of the process waiting until an hour later instead (sleepers: the
+// claim takes the one idle run). Reports
+// claims per second (the run's admission and completion are outside the
+// timer):
 //
 //	go test -run '^$' -bench ClaimNextFlow -benchtime 500x ./store/pgstore
 func BenchmarkClaimNextFlow(b *testing.B) {
 	for _, c := range []struct {
-		name string
-		flow map[string]store.Flow
+		name     string
+		flow     map[string]store.Flow
+		sleepers bool
 	}{
-		{"plain", nil},
-		{"busy-key", map[string]store.Flow{"p": {KeyConcurrency: 1}}},
+		{"plain", nil, false},
+		{"busy-key", map[string]store.Flow{"p": {KeyConcurrency: 1}}, false},
+		{"sleepers", nil, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -165,6 +170,12 @@ func BenchmarkClaimNextFlow(b *testing.B) {
 			}
 			for range 10 {
 				admitKeyed("a", 1000)
+			}
+			if c.sleepers { // as the wait action leaves them, without a claim and a wait each
+				if _, err := st.Pool().Exec(ctx, "UPDATE "+st.Schema()+".runs SET status = 'waiting', retry_at = $1 WHERE status = 'idle'",
+					now.Add(time.Hour).UnixNano()); err != nil {
+					b.Fatal(err)
+				}
 			}
 			if _, err := st.Pool().Exec(ctx, "ANALYZE "+st.Schema()+".runs"); err != nil {
 				b.Fatal(err)
@@ -190,5 +201,54 @@ func BenchmarkClaimNextFlow(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "claims/s")
 		})
+	}
+}
+
+// BenchmarkAdmit: admissions of one run each at the store, sequential
+// (each a commit of its own: p50 reported) and from 8 goroutines at once
+// (batched by the writers): without a group key (plain), and as
+// Singletons of keys seen once (singleton: each takes its group's lock
+// and looks the group up, and admits). Reports admissions per second:
+//
+//	go test -run '^$' -bench Admit -benchtime 3000x ./store/pgstore
+func BenchmarkAdmit(b *testing.B) {
+	for _, grouped := range []bool{false, true} {
+		for _, par := range []int{1, 8} {
+			name := fmt.Sprintf("plain/par%d", par)
+			if grouped {
+				name = fmt.Sprintf("singleton/par%d", par)
+			}
+			b.Run(name, func(b *testing.B) {
+				ctx := context.Background()
+				st := openIn(b, b.TempDir(), pgstore.Options{})
+				lat := make([]time.Duration, b.N)
+				b.ResetTimer()
+				var wg sync.WaitGroup
+				for w := range par {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for i := w; i < b.N; i += par {
+							nr := store.NewRun{ID: newID("r"), Process: "p"}
+							if grouped {
+								nr.GroupKey, nr.Group = nr.ID, store.GroupSingleton
+							}
+							t0 := time.Now()
+							res, err := st.Admit(ctx, store.Admission{Event: "ev", Runs: []store.NewRun{nr}, Now: t0})
+							lat[i] = time.Since(t0)
+							if err != nil || len(res.Admitted) != 1 {
+								b.Errorf("admit: %v %+v", err, res)
+								return
+							}
+						}
+					}()
+				}
+				wg.Wait()
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "admits/s")
+				slices.Sort(lat)
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
+			})
+		}
 	}
 }

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -20,6 +21,16 @@ import (
 // under the locks of its runs' keys in the same way (claimFlows).
 // Processes with neither take no lock: their claim is sent in one
 // pipeline with the batch's attempt ends (see tryBatch).
+//
+// Waiting runs whose deadline has passed are claimable too: each claim
+// first makes up to its limit of them idle (promoteDue), in its first
+// round trip, and then claims them with the idle runs, in rank order;
+// those it made idle and did not claim are left idle (More). The same
+// statement reads the earliest deadline to come, a NextAt like a delayed
+// run's. A wait past its deadline that another transaction holds (one
+// claiming it, or ending its wait) is left to that transaction; the
+// engine's poll bounds the cost of the rare one left behind by a
+// rollback.
 func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (store.ClaimNextResult, error) {
 	var all, free, capped, flowed []string
 	for p, c := range req.Processes {
@@ -52,13 +63,16 @@ func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 			return w.tx.SendBatch(w.ctx, b).Close()
 		}
 		var flowNext time.Time
+		var waitNext *int64
 		if req.Limit > 0 {
+			b := &pgx.Batch{}
+			w.queuePromote(b, &req, all, &waitNext)
 			running := map[string]int{}
 			if len(capped) > 0 {
-				var err error
-				if running, err = s.lockRunning(w, capped); err != nil {
-					return err
-				}
+				s.queueLockRunning(b, capped, running)
+			}
+			if err := w.tx.SendBatch(w.ctx, b).Close(); err != nil {
+				return err
 			}
 			for _, p := range capped {
 				room := min(req.Processes[p]-running[p], req.Limit-len(res.Runs))
@@ -87,7 +101,7 @@ func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 				return err
 			}
 		}
-		if err := w.claimed(&req, all, &res); err != nil {
+		if err := w.claimed(&req, all, &res, waitNext); err != nil {
 			return err
 		}
 		if !flowNext.IsZero() && len(res.Runs) < req.Limit && (res.NextAt.IsZero() || flowNext.Before(res.NextAt)) {
@@ -101,17 +115,44 @@ func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 // claimCmd is a claim of uncapped processes only: queued in its batch's
 // pipeline.
 type claimCmd struct {
-	req store.ClaimNextRequest
-	all []string // the processes
-	res store.ClaimNextResult
+	req      store.ClaimNextRequest
+	all      []string // the processes
+	res      store.ClaimNextResult
+	waitNext *int64 // the earliest deadline of a wait after req.Now
 }
 
 // queueClaimCmd queues c's claim in b; the function returned completes
 // its result once b is sent.
 func (w *wtx) queueClaimCmd(b *pgx.Batch, c *claimCmd) func() error {
 	c.res = store.ClaimNextResult{}
+	c.waitNext = nil
+	w.queuePromote(b, &c.req, c.all, &c.waitNext)
 	w.queueClaim(b, &c.req, c.all, c.req.Limit, &c.res)
-	return func() error { return w.claimed(&c.req, c.all, &c.res) }
+	return func() error { return w.claimed(&c.req, c.all, &c.res, c.waitNext) }
+}
+
+// queuePromote queues in b the promotion of up to req.Limit waiting runs
+// of procs whose deadline has passed at req.Now to idle runs due now
+// (promoteDue), which the claims queued after it see; next is set to the
+// earliest deadline after req.Now of the others (nil: none).
+func (w *wtx) queuePromote(b *pgx.Batch, req *store.ClaimNextRequest, procs []string, next **int64) {
+	b.Queue(w.s.q.promoteDue, req.Now.UnixNano(), procs, req.Limit).QueryRow(func(row pgx.Row) error {
+		var n int64
+		if err := row.Scan(&n, next); err != nil {
+			return err
+		}
+		w.promoted(n)
+		return nil
+	})
+}
+
+// promoted counts n waiting runs made idle by a claim. It wakes no node:
+// the claim that made them idle claims them, or reports them left (More).
+func (w *wtx) promoted(n int64) {
+	if n > 0 {
+		w.counts[store.StatusWaiting] -= n
+		w.counts[store.StatusIdle] += n
+	}
 }
 
 // queueClaim queues in b the claim of up to n runs of procs, appended to
@@ -139,8 +180,9 @@ func (w *wtx) queueClaim(b *pgx.Batch, req *store.ClaimNextRequest, procs []stri
 
 // claimed completes a claim's result: its runs in claim order, and
 // whether runs are left (a full claim may leave some: the caller claims
-// again) or when the next delayed one is due.
-func (w *wtx) claimed(req *store.ClaimNextRequest, all []string, res *store.ClaimNextResult) error {
+// again) or when the next delayed one, or the next wait's deadline
+// (waitNext, as its promotion read it), is due.
+func (w *wtx) claimed(req *store.ClaimNextRequest, all []string, res *store.ClaimNextResult, waitNext *int64) error {
 	sort.Slice(res.Runs, func(i, j int) bool {
 		a, b := &res.Runs[i], &res.Runs[j]
 		if ra, rb := store.Rank(a.CreatedAt, a.Priority), store.Rank(b.CreatedAt, b.Priority); ra != rb {
@@ -156,6 +198,9 @@ func (w *wtx) claimed(req *store.ClaimNextRequest, all []string, res *store.Clai
 	if err := w.tx.QueryRow(w.ctx, w.s.q.claimMore, all, req.Now.UnixNano()).Scan(&res.More, &next); err != nil {
 		return err
 	}
+	if next == nil || waitNext != nil && *waitNext < *next {
+		next = waitNext
+	}
 	res.NextAt = fromNS(next)
 	return nil
 }
@@ -169,19 +214,20 @@ var (
 	claimPlanReset = []string{"RESET enable_sort"}
 )
 
-// lockRunning takes the claim locks of the capped processes and counts
-// their running runs under them.
-func (s *Store) lockRunning(w *wtx, procs []string) (map[string]int, error) {
-	if err := s.lockProcesses(w.ctx, w.tx, procs, "claim"); err != nil {
-		return nil, err
+// queueLockRunning queues in b the claim locks of the capped processes,
+// taken in lock-key order (as lockProcesses takes them), and the count of
+// their running runs under them, into running.
+func (s *Store) queueLockRunning(b *pgx.Batch, procs []string, running map[string]int) {
+	keys := make([]int64, len(procs))
+	for i, p := range procs {
+		keys[i] = lockID(s.opts.Schema, "claim\x00"+p)
 	}
-	rows, err := w.tx.Query(w.ctx, s.q.runningCounts, procs)
-	if err != nil {
-		return nil, err
-	}
-	running := map[string]int{}
-	var p string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&p, &n}, func() error { running[p] = n; return nil })
-	return running, err
+	slices.Sort(keys)
+	b.Queue(s.q.lockKeys, keys)
+	b.Queue(s.q.runningCounts, procs).Query(func(rows pgx.Rows) error {
+		var p string
+		var n int
+		_, err := pgx.ForEachRow(rows, []any{&p, &n}, func() error { running[p] = n; return nil })
+		return err
+	})
 }

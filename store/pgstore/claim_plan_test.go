@@ -107,3 +107,54 @@ func TestFlowClaimReadsIdleRunsInOrder(t *testing.T) {
 		t.Errorf("the flow claim does not read runs_idle in order:\n%s", text)
 	}
 }
+
+// TestWaitStatementsReadTheirIndexes: on tables the statistics do not
+// know yet, a claim's promotion of the waits past their deadline and its
+// read of the next deadline read runs_wait_due in deadline order, and
+// stop early (no sort, no scan of the runs); a signal finds the run
+// waiting for its key through runs_wait_key, and a wait finds a kept
+// signal through signals_key.
+func TestWaitStatementsReadTheirIndexes(t *testing.T) {
+	ctx := context.Background()
+	s := planStore(t, "waitplan")
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.q.schema+`.runs (id, process, event, status, created_at, retry_at, wait_key)
+		SELECT 'r' || g, 'p', 'e', CASE WHEN g % 10 = 0 THEN 'waiting' ELSE 'idle' END, g,
+			CASE WHEN g % 20 = 0 THEN g END, CASE WHEN g % 10 = 0 THEN 'k' || g END
+		FROM generate_series(1, 20000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.q.schema+`.signals (key, keep_until) SELECT 'k' || (g % 100), g FROM generate_series(1, 2000) g`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, set := range writerPlan {
+		if _, err := tx.Exec(ctx, set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		name, sql string
+		args      []any
+		want      []string
+	}{
+		{"promotion", s.q.promoteDue, []any{int64(10000), []string{"p"}, 30}, []string{"Limit", "Index Scan using runs_wait_due"}},
+		{"signal", s.q.sigFirst, []any{"k20"}, []string{"Index Scan using runs_wait_key"}},
+		{"kept signal", s.q.sigTake, []any{"k20", int64(10)}, []string{"Index Scan using signals_key"}},
+	} {
+		plan := explain(t, tx, c.sql, c.args...)
+		for _, w := range c.want {
+			if !strings.Contains(plan, w) {
+				t.Errorf("%s: the plan has no %q:\n%s", c.name, w, plan)
+			}
+		}
+		for _, bad := range []string{"Seq Scan", "Sort", "Bitmap Heap Scan"} {
+			if strings.Contains(plan, bad) {
+				t.Errorf("%s: the plan has %q:\n%s", c.name, bad, plan)
+			}
+		}
+	}
+}

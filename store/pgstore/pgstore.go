@@ -10,6 +10,12 @@
 //     admission bound are exact across nodes: each is decided under a
 //     transaction-scoped advisory lock of its own for the process, taken
 //     only by processes that have a cap.
+//   - Waits. A waiting run is claimable once its deadline has passed: a
+//     claim makes such runs idle first and claims them with the others.
+//     A signal and a wait for its key are decided under a
+//     transaction-scoped advisory lock of the key, so whichever commits
+//     second sees the other: a signal is never kept while a run goes on
+//     waiting for it (see signal.go).
 //   - Wake-ups. A transaction that makes runs claimable sends a NOTIFY
 //     (at most one per Options.NotifyInterval per store, with a trailing
 //     one for what the interval held back); every store LISTENs and tells

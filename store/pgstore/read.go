@@ -216,7 +216,7 @@ func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pe
 		var p store.Pending
 		var retry *int64
 		var created int64
-		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry, &created, &p.Priority, &p.RateKey, &p.ConcurrencyKey); err != nil {
+		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry, &created, &p.Priority, &p.RateKey, &p.ConcurrencyKey, &p.Waiting); err != nil {
 			return nil, err
 		}
 		p.RetryAt, p.CreatedAt = fromNS(retry), time.Unix(0, created)
@@ -452,7 +452,8 @@ func (s *Store) AddErrors(ctx context.Context, es []store.ErrorRecord) error {
 }
 
 // Prune implements store.Store. One call is one transaction of at most
-// p.Limit runs, so retention never holds a writer for long.
+// p.Limit runs (and ten times as many expired kept signals, rollups and
+// error records), so retention never holds a writer for long.
 func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 	var n int
 	err := s.run(ctx, func(w *wtx) error {
@@ -464,6 +465,11 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 			}
 			n = int(tag.RowsAffected())
 			w.counts[store.StatusCompleted] -= int64(n)
+		}
+		if !p.SignalsBefore.IsZero() {
+			if _, err := w.tx.Exec(w.ctx, s.q.pruneSignals, p.SignalsBefore.UnixNano(), 10*p.Limit); err != nil {
+				return err
+			}
 		}
 		if !p.ObservabilityBefore.IsZero() {
 			cut := p.ObservabilityBefore.UnixNano()

@@ -15,19 +15,25 @@ import (
 // are a whole run, in scanRun's order; claimCols the columns a claim
 // returns (the ones it does not set); updCols those an update returns
 // (all but the payload and context, which an update never changes).
+// A claimed run waits for nothing: claims leave its wait key out.
 const (
 	runColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]sstatus, %[1]spayload, %[1]scontext, %[1]soutput, %[1]serror, %[1]serror_code, %[1]sthen_event, %[1]sidem_key,
 	%[1]sattempts, %[1]sepoch, %[1]sretry_at, %[1]slease_owner, %[1]slease_expires,
-	%[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT
+	%[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT + waitColT + groupColT
 	claimColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]spayload, %[1]scontext, %[1]sattempts, %[1]sepoch, %[1]screated_at` + flowColsT
 	updColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]sstatus, %[1]soutput, %[1]serror, %[1]serror_code, %[1]sthen_event, %[1]sidem_key, %[1]sattempts, %[1]sepoch,
-	%[1]sretry_at, %[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT
+	%[1]sretry_at, %[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT + waitColT + groupColT
 	// flowColsT are a run's flow control, fixed at admission: its
 	// priority (NULL for 0) and its keys (NULL for none).
 	flowColsT = `, coalesce(%[1]spriority, 0) AS priority, coalesce(%[1]srate_key, '') AS rate_key, coalesce(%[1]sconc_key, '') AS conc_key`
+	// waitColT is the signal key a waiting run waits for (NULL for
+	// none).
+	waitColT = `, coalesce(%[1]swait_key, '') AS wait_key`
+	// groupColT is the run's group key (NULL for none).
+	groupColT = `, coalesce(%[1]sgroup_key, '') AS group_key`
 )
 
 // rankExpr is a run's rank (store.Rank) computed from its row: the
@@ -42,6 +48,16 @@ var (
 	claimColsR        = fmt.Sprintf(claimColsT, "r.")
 	updCols, updColsR = fmt.Sprintf(updColsT, ""), fmt.Sprintf(updColsT, "r.")
 )
+
+// stillRunning is the status test of a batch's attempt ends and effect
+// starts on the run r, found by its primary key (seq = ANY). It is
+// spelled IS TRUE so that the planner cannot prove from it the predicate
+// of runs_running and read that index instead: on a table whose
+// statistics lag behind (a new one has none) the estimate of that
+// index's scan depends on the row width it guesses, and a wider row
+// makes it look cheaper than a batch's lookups by key, while the index
+// holds an entry for every run that ran since the last vacuum.
+const stillRunning = `(r.status = 'running') IS TRUE`
 
 // implicitEnd, on a row of an attempt end's RETURNING (with the end's
 // time, at, and timeline note), says that the attempt's two timeline
@@ -66,11 +82,13 @@ type queries struct {
 	schema string // the quoted schema name
 
 	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts  string
-	claimIDs, claimNext, claimMore                                                              string
+	groupSingleton, groupDebounce, pause, resume, selPaused                                     string
+	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                      string
 	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates string
 	lockKeys, tryLockKeys                                                                       string
 	selForUpdate, update, finishMany, insTL, insTL2                                             string
-	effStartMany, effFinishMany, effClear, effDone, setCtx, holdRate, heartbeat                 string
+	effStartMany, effFinishMany, effClear, effDone, effWait, setCtx, holdRate, heartbeat        string
+	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                     string
 	addCounts, idsExist, insRollup, insError                                                    string
 	selRun, selChain, selTimeline, selRunTL, selEffects, selPending                             string
 	selCounts, selAbandoned, selRollups, selErrors                                              string
@@ -85,23 +103,26 @@ func newQueries(schema string) queries {
 	s := func(sql string) string { return strings.ReplaceAll(sql, "$S.", schema+".") }
 	q.insRuns = s(`WITH r AS (
 			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
-				priority, rate_key, conc_key, retry_at)
-			SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10, i.priority, i.rate_key, i.conc_key, $14::bigint
-			FROM unnest($1::text[], $2::text[], $11::int[], $12::text[], $13::text[]) WITH ORDINALITY AS i(id, process, priority, rate_key, conc_key, ord)
+				priority, rate_key, conc_key, retry_at, group_key)
+			SELECT i.id, i.process, $3, $4, $5, $6, 'idle', $7, $8, $9, $10, i.priority, i.rate_key, i.conc_key, $14::bigint, i.group_key
+			FROM unnest($1::text[], $2::text[], $11::int[], $12::text[], $13::text[], $15::text[])
+				WITH ORDINALITY AS i(id, process, priority, rate_key, conc_key, group_key, ord)
 			ORDER BY i.ord
 			ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING
 			RETURNING seq, id),
 		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
 		SELECT seq, id FROM r`)
 	// The follow-up runs of a batch's attempt ends (no idempotency key, no
-	// bound): one row each, in order.
+	// bound, no group policy): one row each, in order.
 	q.insChildren = s(`WITH r AS (
 			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at,
-				priority, rate_key, conc_key, retry_at)
-			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created, i.priority, i.rate_key, i.conc_key, i.retry_at
+				priority, rate_key, conc_key, retry_at, group_key)
+			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created, i.priority, i.rate_key, i.conc_key,
+				i.retry_at, i.group_key
 			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[],
-				$10::int[], $11::text[], $12::text[], $13::bigint[])
-				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at, ord)
+				$10::int[], $11::text[], $12::text[], $13::bigint[], $14::text[])
+				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at,
+					group_key, ord)
 			ORDER BY i.ord
 			RETURNING seq, id),
 		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
@@ -116,6 +137,37 @@ func newQueries(schema string) queries {
 	q.tryLockKeys = `SELECT k FROM unnest($1::bigint[]) AS l(k) WHERE NOT pg_try_advisory_xact_lock(k)`
 	q.activeCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status IN ('idle', 'running') AND process = ANY($1) GROUP BY process`)
 	q.runningCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status = 'running' AND process = ANY($1) GROUP BY process`)
+
+	// Groups (see admitGroups), under the group's lock. The run of
+	// process $1 and group key $2 that stands in for a Singleton
+	// admission: the latest one idle, running or waiting (runs_group,
+	// read backwards).
+	q.groupSingleton = s(`SELECT ` + updCols + ` FROM $S.runs
+		WHERE process = $1 AND group_key = $2 AND status IN ('idle', 'running', 'waiting') ORDER BY seq DESC LIMIT 1`)
+	// A Debounce admission: the latest run of the group that is idle and
+	// never started, locked (a claim committed meanwhile makes it fail the
+	// recheck, and the one before it is taken), takes the admission's
+	// payload ($3), context ($4) and start ($5, NULL: at once), with one
+	// timeline entry at $6; moved says whether its start changed. The
+	// run's status is tested as runs_group's predicate, and the test that
+	// it is idle spelled IS TRUE, so that the planner cannot read
+	// runs_active (or runs_idle) instead: every active run of the process,
+	// sorted.
+	q.groupDebounce = s(`WITH g AS (
+			SELECT seq, retry_at FROM $S.runs
+			WHERE process = $1 AND group_key = $2 AND status IN ('idle', 'running', 'waiting') AND (status = 'idle' AND attempts = 0) IS TRUE
+			ORDER BY seq DESC LIMIT 1 FOR UPDATE),
+		u AS (
+			UPDATE $S.runs r SET payload = $3, context = $4, retry_at = $5::bigint, tl = r.tl + 1 FROM g WHERE r.seq = g.seq
+			RETURNING g.retry_at IS DISTINCT FROM r.retry_at AS moved, ` + updColsR + `),
+		t AS (
+			INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
+			SELECT seq, tl, $6, 'idle', attempts, '', '', 'debounced' FROM u)
+		SELECT * FROM u`)
+	// Paused schedules: a pause keeps its first time.
+	q.pause = s(`INSERT INTO $S.paused_schedules (name, paused_at) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING`)
+	q.resume = s(`DELETE FROM $S.paused_schedules WHERE name = $1`)
+	q.selPaused = s(`SELECT name, paused_at FROM $S.paused_schedules`)
 
 	// A claim by id keeps the rate key's new theoretical arrival time
 	// ($5, per id; NULL for none) on the run, if it has a rate key.
@@ -141,6 +193,34 @@ func newQueries(schema string) queries {
 		RETURNING 0::bigint, ` + claimColsR)
 	q.claimMore = s(`SELECT EXISTS (SELECT 1 FROM $S.runs WHERE status = 'idle' AND process = ANY($1)),
 		(SELECT min(retry_at) FROM $S.runs WHERE status = 'idle' AND retry_at > $2 AND process = ANY($1))`)
+	// A waiting run whose deadline has passed is claimable as a due idle
+	// run is: a claim first makes it idle (its wait key cleared, its
+	// retry_at, not after now, kept), in its own transaction, and then
+	// claims it with the idle runs, in rank order. No timeline entry is
+	// written: the claim's is the run's next. promoteIDs does so for the
+	// runs a claim names ($1) at now ($2). promoteDue does so for up to $3
+	// runs of the processes ($2) due at $1, read from runs_wait_due by
+	// deadline, skipping those another transaction holds, and returns how
+	// many it made idle and the earliest deadline after now of the
+	// others, read from the same index in order (the waits to come may be
+	// many: long sleeps), which the claim reports as a NextAt. With no
+	// wait due it reads an empty range of the index and writes nothing:
+	// one statement, sent in the claim's round trip, and no more for the
+	// claim's report (claimMore) of what it left, which runs whenever a
+	// claim falls short of its limit. (Measured on 10,000 idle runs: 20
+	// to 40 µs of server time a claim; the two subqueries claimMore would
+	// need for the deadlines cost it 200 µs more, mostly in planning,
+	// which it does at each call.)
+	q.promoteIDs = s(`UPDATE $S.runs r SET status = 'idle', wait_key = NULL
+		FROM $S.run_ids m WHERE m.id = ANY($1) AND r.seq = m.seq AND r.status = 'waiting' AND r.retry_at <= $2`)
+	q.promoteDue = s(`WITH p AS (
+			UPDATE $S.runs r SET status = 'idle', wait_key = NULL
+			WHERE r.seq = ANY(ARRAY(
+				SELECT seq FROM $S.runs WHERE status = 'waiting' AND retry_at IS NOT NULL AND retry_at <= $1 AND process = ANY($2)
+				ORDER BY retry_at LIMIT $3 FOR UPDATE SKIP LOCKED)) AND r.status = 'waiting'
+			RETURNING 1)
+		SELECT (SELECT count(*) FROM p),
+			(SELECT retry_at FROM $S.runs WHERE status = 'waiting' AND retry_at > $1 AND process = ANY($2) ORDER BY retry_at LIMIT 1)`)
 
 	// Flow control (see claimFlows). The keys' states: running runs per
 	// concurrency key (runs_conc), and per rate key the largest
@@ -176,17 +256,18 @@ func newQueries(schema string) queries {
 	q.selForUpdate = s(`SELECT ` + runColsR + `,
 		EXISTS (SELECT 1 FROM $S.nodes n WHERE n.owner = r.lease_owner AND n.seen < now() - make_interval(secs => $2))
 		FROM $S.runs r WHERE r.seq = (SELECT seq FROM $S.run_ids WHERE id = $1) FOR UPDATE OF r`)
-	// setCols is the SET list of every transition, the field writes of its
-	// rule of the transition table (see setArgs).
+	// The SET list of every transition, the field writes of its rule of
+	// the transition table (see setArgs); $15 is the run's seq.
 	q.update = s(`UPDATE $S.runs SET status = $1, error = $2, error_code = $3, lease_owner = NULL, lease_expires = NULL,
 		output = CASE WHEN $4 THEN $5 ELSE output END,
 		then_event = CASE WHEN $6 THEN $7 ELSE then_event END,
 		retry_at = CASE WHEN $8 THEN $9 ELSE retry_at END,
 		completed_at = $10,
-		attempts = CASE WHEN $11 THEN 0 ELSE attempts END,
+		attempts = CASE WHEN $11 THEN 0 ELSE greatest(attempts - $13::int, 0) END,
 		version = CASE WHEN $12 = '' THEN version ELSE $12 END,
+		wait_key = $14,
 		tl = tl + CASE status WHEN 'running' THEN 2 ELSE 1 END
-		WHERE seq = $13 RETURNING ` + updCols)
+		WHERE seq = $15 RETURNING ` + updCols)
 	// The end of many attempts in one statement: each row applies only if
 	// its run is still running at its epoch (the fencing token), and the
 	// attempt's two timeline entries are written with it, unless they are
@@ -209,7 +290,7 @@ func newQueries(schema string) queries {
 				completed_at = i.completed_at,
 				version = CASE WHEN i.version = '' THEN r.version ELSE i.version END,
 				tl = r.tl + 2
-			FROM i WHERE r.seq = ANY(ARRAY(SELECT seq FROM i)) AND r.seq = i.seq AND r.status = 'running' AND r.epoch = i.epoch
+			FROM i WHERE r.seq = ANY(ARRAY(SELECT seq FROM i)) AND r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch
 			RETURNING i.ord, i.at, i.note, ` + updColsR + `),
 		x AS (SELECT * FROM u WHERE NOT (` + implicitEnd + `)),
 		t AS (
@@ -219,8 +300,11 @@ func newQueries(schema string) queries {
 			SELECT seq, tl, at, status, attempts, error, error_code, note FROM x)
 		SELECT ord, ` + updCols + ` FROM u`)
 	q.insTL = s(`INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`)
+	// The two entries of an attempt's end: its claim ($4: the attempt
+	// it started) and its end ($10: the run's attempts after it, fewer
+	// when the end refunds the attempt).
 	q.insTL2 = s(`INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
-		VALUES ($1, $2 - 1, $3, 'running', $4, '', '', 'claimed'), ($1, $2, $5, $6, $4, $7, $8, $9)`)
+		VALUES ($1, $2 - 1, $3, 'running', $4, '', '', 'claimed'), ($1, $2, $5, $6, $10, $7, $8, $9)`)
 
 	q.effStartMany = s(`WITH m AS MATERIALIZED (
 			SELECT i.ord, i.key, i.epoch, i.at, m.seq
@@ -228,7 +312,7 @@ func newQueries(schema string) queries {
 			JOIN $S.run_ids m ON m.id = i.id),
 		i AS (
 			SELECT m.ord, r.seq, m.key, r.epoch, m.at
-			FROM m JOIN $S.runs r ON r.seq = m.seq AND r.status = 'running' AND r.epoch = m.epoch
+			FROM m JOIN $S.runs r ON r.seq = m.seq AND ` + stillRunning + ` AND r.epoch = m.epoch
 			WHERE r.seq = ANY(ARRAY(SELECT seq FROM m))),
 		w AS (
 			INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
@@ -247,10 +331,40 @@ func newQueries(schema string) queries {
 		UPDATE $S.effects e SET status = i.status, output = i.output, error = i.error, completed_at = i.at
 		FROM i WHERE e.run_seq = i.seq AND e.key = i.key AND e.status = 'started' AND e.epoch = i.epoch
 		RETURNING i.ord`)
-	q.effClear = s(`DELETE FROM $S.effects WHERE run_seq = $1 AND status = 'started'`)
+	// The effects left started and the waits that no signal ended.
+	q.effClear = s(`DELETE FROM $S.effects WHERE run_seq = $1 AND status IN ('started', 'waiting')`)
 	q.effDone = s(`INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 		VALUES ($1, $2, 'completed', $3, $4, '', $5, $5)
 		ON CONFLICT (run_seq, key) DO UPDATE SET status = 'completed', output = excluded.output, error = '', completed_at = excluded.completed_at`)
+	// A wait's record ($2) at the run's epoch ($3), begun at $4; a record
+	// of the key already there only changes status.
+	q.effWait = s(`INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
+		VALUES ($1, $2, 'waiting', $3, NULL, '', $4, NULL)
+		ON CONFLICT (run_seq, key) DO UPDATE SET status = 'waiting'`)
+
+	// Signals (see Signal). The run a signal names ($1), locked; the
+	// waiting run of a key ($1) admitted first, locked, skipping rows
+	// another transaction holds, or waiting for them.
+	q.sigRun = s(`SELECT seq, status, coalesce(wait_key, '') FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1) FOR UPDATE`)
+	q.sigFirst = s(`SELECT seq FROM $S.runs WHERE status = 'waiting' AND wait_key = $1 ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED`)
+	q.sigFirstWait = s(`SELECT seq FROM $S.runs WHERE status = 'waiting' AND wait_key = $1 ORDER BY seq LIMIT 1 FOR UPDATE`)
+	// The wake of a waiting run ($1, locked) at $2: its wait records
+	// completed with the payload ($3), the run idle and due, one timeline
+	// entry.
+	q.sigWake = s(`WITH e AS (
+			UPDATE $S.effects SET status = 'completed', output = $3, error = '', completed_at = $2 WHERE run_seq = $1 AND status = 'waiting'),
+		u AS (
+			UPDATE $S.runs SET status = 'idle', retry_at = NULL, wait_key = NULL, tl = tl + 1 WHERE seq = $1 AND status = 'waiting'
+			RETURNING ` + updCols + `),
+		t AS (
+			INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
+			SELECT seq, tl, $2, 'idle', attempts, '', '', 'signalled' FROM u)
+		SELECT * FROM u`)
+	q.sigKeep = s(`INSERT INTO $S.signals (key, payload, keep_until) VALUES ($1, $2, $3)`)
+	// The oldest signal kept for a key ($1) still kept at $2, taken.
+	q.sigTake = s(`DELETE FROM $S.signals WHERE seq = (
+			SELECT seq FROM $S.signals WHERE key = $1 AND keep_until > $2 ORDER BY seq LIMIT 1 FOR UPDATE)
+		RETURNING payload`)
 	q.setCtx = s(`UPDATE $S.runs SET context = $1 WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $2) AND status = 'running' AND epoch = $3`)
 	q.holdRate = s(`UPDATE $S.runs SET rate_tat = greatest(rate_tat, $1) WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $2)
 		AND status = 'running' AND epoch = $3`)
@@ -270,8 +384,9 @@ func newQueries(schema string) queries {
 	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, completed_at, error, error_code, tl FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1)`)
 	q.selEffects = s(`SELECT e.key, e.status, e.epoch, e.output, e.error, e.started_at, e.completed_at
 		FROM $S.effects e WHERE e.run_seq = (SELECT seq FROM $S.run_ids WHERE id = $1) ORDER BY e.key`)
-	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at` + fmt.Sprintf(flowColsT, "") + ` FROM $S.runs
-		WHERE status = 'idle' AND seq > $1 ORDER BY seq LIMIT $2`)
+	q.selPending = s(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at` + fmt.Sprintf(flowColsT, "") + `,
+		status = 'waiting' FROM $S.runs
+		WHERE (status = 'idle' OR (status = 'waiting' AND retry_at IS NOT NULL)) AND seq > $1 ORDER BY seq LIMIT $2`)
 	q.selCounts = s(`SELECT status, sum(n)::bigint FROM $S.counts GROUP BY status`)
 	// Abandoned runs: those of a node whose heartbeat is older than the
 	// timeout ($4 seconds) on the database's clock, whatever their leases
@@ -314,6 +429,7 @@ func newQueries(schema string) queries {
 				GROUP BY bucket, process HAVING count(*) > 1 ORDER BY bucket LIMIT $2)
 			FOR UPDATE SKIP LOCKED)
 		RETURNING bucket, process, counts, hists`)
+	q.pruneSignals = s(`DELETE FROM $S.signals WHERE seq IN (SELECT seq FROM $S.signals WHERE keep_until < $1 ORDER BY keep_until LIMIT $2)`)
 	q.pruneErrors = s(`DELETE FROM $S.errors WHERE id IN (SELECT id FROM $S.errors WHERE at < $1 LIMIT $2)`)
 	q.pruneKeys = s(`DELETE FROM $S.pruned_keys WHERE (event, key, process) IN
 		(SELECT event, key, process FROM $S.pruned_keys WHERE created_at < $1 ORDER BY created_at LIMIT $2)`)
@@ -357,7 +473,7 @@ func scanRun(sc scanner, extra ...any) (store.Run, int, error) {
 	dest := []any{&r.Seq, &r.ID, &r.Process, &r.Event, &corr, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), (*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem,
 		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl,
-		&r.Priority, &r.RateKey, &r.ConcurrencyKey}
+		&r.Priority, &r.RateKey, &r.ConcurrencyKey, &r.WaitKey, &r.GroupKey}
 	if err := sc.Scan(append(dest, extra...)...); err != nil {
 		return r, 0, err
 	}
@@ -391,7 +507,7 @@ func scanUpdated(sc scanner, lead ...any) (store.Run, int, error) {
 	var tl int
 	dest := append(lead, &r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem, &r.Attempts, &r.Epoch, &retry,
-		&created, &started, &completed, &r.Version, &tl, &r.Priority, &r.RateKey, &r.ConcurrencyKey)
+		&created, &started, &completed, &r.Version, &tl, &r.Priority, &r.RateKey, &r.ConcurrencyKey, &r.WaitKey, &r.GroupKey)
 	err := sc.Scan(dest...)
 	r.Status = store.Status(status)
 	r.ParentID, r.IdempotencyKey = str(parent), str(idem)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/yella-go/yella/store"
 )
@@ -22,18 +23,20 @@ type finish struct {
 }
 
 // Update implements store.Store: the transition table's rule for the
-// update's action (store.Rule), in SQL. The end of an attempt without a
-// follow-up is one statement for the whole batch, guarded by the epoch in
-// its WHERE clause, with no read. Every other update locks and reads the
-// run first (SELECT … FOR UPDATE), checks the rule's precondition, admits
-// its follow-up runs and writes the run, its effects and its timeline in
-// the same transaction.
+// update's action (store.Rule), in SQL. The end of an attempt that writes
+// no effect record, without a follow-up (or with one admitted whatever
+// the database holds), is one statement for the whole batch, guarded by
+// the epoch in its WHERE clause, with no read. Every other update (a
+// wait among them) locks and reads the run first (SELECT … FOR UPDATE),
+// checks the rule's precondition, admits its follow-up runs and writes
+// the run, its effects and its timeline in the same transaction.
 func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
 	rule, err := u.Rule()
 	if err != nil {
 		return store.UpdateResult{}, s.notFoundOr(ctx, u.RunID, err)
 	}
-	if rule.Guard == store.GuardEpoch && plainChildren(u.Children) && (len(u.From) == 0 || slices.Contains(u.From, store.StatusRunning)) {
+	if rule.Guard == store.GuardEpoch && rule.Effects == store.EffectsKept && plainChildren(u.Children) &&
+		(len(u.From) == 0 || slices.Contains(u.From, store.StatusRunning)) {
 		admitted := 0
 		if u.Children != nil {
 			admitted = len(u.Children.Runs)
@@ -53,8 +56,9 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 }
 
 // plainChildren reports whether an update's follow-up runs (if any) are
-// all admitted whatever the database holds: no idempotency key and no
-// admission bound. Such an update ends its attempt in its batch's
+// all admitted whatever the database holds: no idempotency key, no
+// admission bound and no group policy (a group key alone is only
+// stored). Such an update ends its attempt in its batch's
 // statements, its follow-ups inserted by one statement for the batch.
 func plainChildren(a *store.Admission) bool {
 	if a == nil {
@@ -64,7 +68,7 @@ func plainChildren(a *store.Admission) bool {
 		return false
 	}
 	for _, nr := range a.Runs {
-		if nr.Limit > 0 {
+		if nr.Limit > 0 || hasGroup(nr) {
 			return false
 		}
 	}
@@ -81,9 +85,20 @@ func (s *Store) notFoundOr(ctx context.Context, runID string, err error) error {
 }
 
 // update applies one transition of a locked run.
+//
+// A wait for a signal takes its key's signal lock (see Signal) before it
+// locks the run, as Signal does, and takes the oldest signal kept for the
+// key, if any, once its checks have passed: the run is then idle at once
+// and its wait's record completed with the signal's payload.
 func (w *wtx) update(u *store.Update, rule *store.Rule) (store.UpdateResult, error) {
 	var res store.UpdateResult
 	var gone bool
+	waitSignal := rule.Effects == store.EffectsWait && u.Wait.Signal != ""
+	if waitSignal {
+		if err := w.lockSignal(u.Wait.Signal); err != nil {
+			return res, err
+		}
+	}
 	cur, _, err := scanRun(w.tx.QueryRow(w.ctx, w.s.q.selForUpdate, u.RunID, w.s.opts.NodeTimeout.Seconds()), &gone)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return res, store.ErrNotFound
@@ -105,7 +120,16 @@ func (w *wtx) update(u *store.Update, rule *store.Rule) (store.UpdateResult, err
 	if err != nil {
 		return store.UpdateResult{}, err
 	}
-	args := setArgs(rule, u, &o, fallback)
+	// Nothing refuses the update from here on: a kept signal is taken
+	// only now.
+	var signal *keptSignal
+	if waitSignal {
+		if signal, err = w.takeSignal(u.Wait.Signal, u.Now); err != nil {
+			return store.UpdateResult{}, err
+		}
+		o = rule.Signal(o, signal != nil)
+	}
+	args := setArgs(rule, u, &o, fallback, signal != nil)
 	r, tl, err := scanUpdated(w.tx.QueryRow(w.ctx, w.s.q.update, append(args, cur.Seq)...))
 	if err != nil {
 		return store.UpdateResult{}, err
@@ -114,11 +138,12 @@ func (w *wtx) update(u *store.Update, rule *store.Rule) (store.UpdateResult, err
 	if cur.Status == store.StatusRunning {
 		w.freedKey(&r)
 	}
-	if err := w.writeEffects(rule.Effects, &r, u); err != nil {
+	if err := w.writeEffects(rule.Effects, &r, u, signal); err != nil {
 		return store.UpdateResult{}, err
 	}
 	if cur.Status == store.StatusRunning {
-		_, err = w.tx.Exec(w.ctx, w.s.q.insTL2, r.Seq, tl, r.StartedAt.UnixNano(), r.Attempts, u.Now.UnixNano(), string(r.Status), o.Error, o.ErrorCode, o.Note)
+		_, err = w.tx.Exec(w.ctx, w.s.q.insTL2, r.Seq, tl, r.StartedAt.UnixNano(), cur.Attempts, u.Now.UnixNano(), string(r.Status), o.Error, o.ErrorCode, o.Note,
+			r.Attempts)
 	} else {
 		_, err = w.tx.Exec(w.ctx, w.s.q.insTL, r.Seq, tl, u.Now.UnixNano(), string(r.Status), r.Attempts, o.Error, o.ErrorCode, o.Note)
 	}
@@ -130,9 +155,10 @@ func (w *wtx) update(u *store.Update, rule *store.Rule) (store.UpdateResult, err
 }
 
 // setArgs are the arguments of the update statement for an update
-// following rule with outcome o (the rule's fallback if fallback is set):
+// following rule with outcome o (the rule's fallback if fallback is set;
+// the signalled outcome of a wait that took a kept signal if signalled):
 // the rule's field writes, as flags and values.
-func setArgs(rule *store.Rule, u *store.Update, o *store.Outcome, fallback bool) []any {
+func setArgs(rule *store.Rule, u *store.Update, o *store.Outcome, fallback, signalled bool) []any {
 	outW, thenW := rule.Output, rule.Then
 	if fallback { // the primary outcome's output is not recorded
 		outW, thenW = store.Keep, store.Keep
@@ -146,19 +172,29 @@ func setArgs(rule *store.Rule, u *store.Update, o *store.Outcome, fallback bool)
 	if thenW == store.Set {
 		then = u.Then
 	}
-	if rule.RetryAt == store.Set {
+	if rule.RetryAt == store.Set && !signalled {
 		retry = ns(u.RetryAt)
 	}
 	completed := ns(u.Now)
-	if o.To.Active() {
+	if !o.To.Final() {
 		completed = nil
 	}
+	refund := 0
+	if rule.RefundAttempt {
+		refund = 1
+	}
+	var waitKey *string
+	if o.To == store.StatusWaiting && u.Wait != nil {
+		waitKey = nullStr(u.Wait.Signal)
+	}
 	return []any{string(o.To), o.Error, o.ErrorCode, outW != store.Keep, out, thenW != store.Keep, then,
-		rule.RetryAt != store.Keep, retry, completed, rule.ResetAttempts, u.Version}
+		rule.RetryAt != store.Keep || signalled, retry, completed, rule.ResetAttempts, u.Version, refund, waitKey}
 }
 
-// writeEffects changes the run's effect records as its transition says.
-func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update) error {
+// writeEffects changes the run's effect records as its transition says:
+// a wait's record is completed with signal's payload when the wait took
+// a kept signal (signal not nil), else recorded as waiting.
+func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update, signal *keptSignal) error {
 	var err error
 	switch ew {
 	case store.EffectsClearStarted:
@@ -166,6 +202,12 @@ func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update) 
 	case store.EffectsComplete:
 		d := u.CompleteEffect
 		_, err = w.tx.Exec(w.ctx, w.s.q.effDone, r.Seq, d.Key, r.Epoch, blob(d.Output), u.Now.UnixNano())
+	case store.EffectsWait:
+		if signal != nil {
+			_, err = w.tx.Exec(w.ctx, w.s.q.effDone, r.Seq, u.Wait.Key, r.Epoch, signal.payload, u.Now.UnixNano())
+		} else {
+			_, err = w.tx.Exec(w.ctx, w.s.q.effWait, r.Seq, u.Wait.Key, r.Epoch, u.Now.UnixNano())
+		}
 	}
 	return err
 }
@@ -188,7 +230,7 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 	retries, completed := make([]*int64, n), make([]*int64, n)
 	for i, c := range cs {
 		f := c.fin
-		a := setArgs(f.rule, f.u, &f.o, false)
+		a := setArgs(f.rule, f.u, &f.o, false, false)
 		ord[i], ids[i], epochs[i] = int32(i), f.u.RunID, f.u.Epoch
 		sts[i], errs[i], codes[i] = a[0].(string), a[1].(string), a[2].(string)
 		outSet[i], outs[i], thenSet[i], thens[i] = a[3].(bool), a[4].([]byte), a[5].(bool), a[6].(string)
@@ -229,7 +271,7 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 	var payloads, contexts [][]byte
 	var created []int64
 	var prios []*int32
-	var rateKeys, concKeys []*string
+	var rateKeys, concKeys, groupKeys []*string
 	var retryAts []*int64
 	for i, c := range cs {
 		a := c.fin.u.Children
@@ -245,14 +287,14 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 			corrs, depths = append(corrs, corr), append(depths, int32(a.Depth))
 			payloads, contexts, created = append(payloads, blob(a.Payload)), append(contexts, blob(a.Context)), append(created, a.Now.UnixNano())
 			prios, rateKeys, concKeys = append(prios, nullInt(nr.Priority)), append(rateKeys, nullStr(nr.RateKey)), append(concKeys, nullStr(nr.ConcurrencyKey))
-			retryAts = append(retryAts, notBefore(a))
+			retryAts, groupKeys = append(retryAts, notBefore(a)), append(groupKeys, nullStr(nr.GroupKey))
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
 	rows, err := w.tx.Query(w.ctx, w.s.q.insChildren, ids, procs, events, corrs, parents, depths, payloads, contexts, created,
-		prios, rateKeys, concKeys, retryAts)
+		prios, rateKeys, concKeys, retryAts, groupKeys)
 	if err != nil {
 		return err
 	}
@@ -289,6 +331,7 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 				ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
 				Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context, CreatedAt: time.Unix(0, a.Now.UnixNano()),
 				Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
+				GroupKey: nr.GroupKey,
 			})
 		}
 	}
@@ -336,7 +379,9 @@ func (w *wtx) refuse(cs []*cmd, done []bool, runOf func(*cmd) string, fenced err
 	return nil
 }
 
-// Claim implements store.Store.
+// Claim implements store.Store. The named runs that wait past their
+// deadline are made idle first (promoteIDs), in the same round trip, and
+// claimed with the idle ones.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run, error) {
 	var out []store.Run
 	err := s.run(ctx, func(w *wtx) error {
@@ -347,21 +392,24 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 				tats[i] = ns(req.RateTATs[i])
 			}
 		}
-		rows, err := w.tx.Query(w.ctx, s.q.claimIDs, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), req.IDs, tats)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
 		byOrd := map[int64]store.Run{}
-		for rows.Next() {
-			ord, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
-			if err != nil {
-				return err
+		b := &pgx.Batch{}
+		b.Queue(s.q.promoteIDs, req.IDs, req.Now.UnixNano()).Exec(func(tag pgconn.CommandTag) error {
+			w.promoted(tag.RowsAffected())
+			return nil
+		})
+		b.Queue(s.q.claimIDs, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), req.IDs, tats).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				ord, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
+				if err != nil {
+					return err
+				}
+				byOrd[ord] = r
+				w.moved(store.StatusIdle, store.StatusRunning)
 			}
-			byOrd[ord] = r
-			w.moved(store.StatusIdle, store.StatusRunning)
-		}
-		if err := rows.Err(); err != nil {
+			return rows.Err()
+		})
+		if err := w.tx.SendBatch(w.ctx, b).Close(); err != nil {
 			return err
 		}
 		for i := range req.IDs {

@@ -56,3 +56,49 @@ func BenchmarkStoreLifecycle(b *testing.B) {
 	b.ReportMetric(float64(per*workers)/b.Elapsed().Seconds(), "runs/s")
 	b.ReportMetric(float64(s.Commands)/float64(s.Batches), "cmds/batch")
 }
+
+// BenchmarkStoreAdmit measures admissions alone, from 50 concurrent
+// callers, as an engine emitting events does: one run each, a small
+// payload, no idempotency key.
+func BenchmarkStoreAdmit(b *testing.B) {
+	benchAdmit(b, func(int) store.NewRun { return store.NewRun{ID: newID(), Process: "p"} })
+}
+
+// BenchmarkStoreAdmitDebounce measures grouped admissions: each of the 50
+// callers debounces into its own group's idle run (a lookup by
+// runs_group, an update of the run and a timeline entry), after its first
+// admission.
+func BenchmarkStoreAdmitDebounce(b *testing.B) {
+	benchAdmit(b, func(i int) store.NewRun {
+		return store.NewRun{ID: newID(), Process: "p", GroupKey: fmt.Sprint("k", i), Group: store.GroupDebounce}
+	})
+}
+
+// benchAdmit admits b.N runs from 50 concurrent callers, run(i) being the
+// i-th caller's run.
+func benchAdmit(b *testing.B, run func(caller int) store.NewRun) {
+	st, err := sqlitestore.Open(filepath.Join(b.TempDir(), "b.db"), sqlitestore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	const workers = 50
+	b.ResetTimer()
+	var wg sync.WaitGroup
+	per := b.N/workers + 1
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range per {
+				if _, err := st.Admit(ctx, store.Admission{Event: "e", Payload: []byte(`{"i":1}`), Runs: []store.NewRun{run(i)}, Now: time.Now()}); err != nil {
+					panic(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	b.ReportMetric(float64(per*workers)/b.Elapsed().Seconds(), "runs/s")
+}

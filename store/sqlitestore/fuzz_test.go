@@ -119,16 +119,22 @@ func FuzzRunsDifferential(f *testing.F) {
 	})
 }
 
-// FuzzUpdates drives runs through any sequence of claims, effect starts and
-// updates of every action, with any target, epoch, time and follow-up, and
-// compares every answer of the SQLite store with the transition table
-// (store.Apply, through storetest.CheckUpdate): the same refusal, or the
-// same run, timeline entry, counts, effects and follow-ups.
+// FuzzUpdates drives runs through any sequence of claims, effect starts,
+// signals and updates of every action, with any target, epoch, time and
+// follow-up, and compares every answer of the SQLite store with the
+// transition table (store.Apply, through storetest.CheckUpdate): the same
+// refusal, or the same run, timeline entry, counts, effects and
+// follow-ups. Signals are never kept here, so every wait waits (as
+// CheckUpdate expects); the counts kept in memory must match the
+// database's after each input.
 func FuzzUpdates(f *testing.F) {
 	f.Add([]byte{0, 0, 9, 0, 0, 0})
 	f.Add([]byte{0, 1, 2, 3, 0, 1, 10, 1, 0, 2})
 	f.Add([]byte{0, 0, 1, 0, 7, 0, 12, 0, 0, 0, 13, 0, 3, 1, 0, 2, 11, 2})
 	f.Add([]byte{0, 0, 14, 0, 5, 0, 14, 0, 0, 0, 4, 4, 10, 1, 255, 7})
+	// Wait, signalled; wait with a deadline, claimed past it; end-wait
+	// refused while running; wait, cancelled.
+	f.Add([]byte{0, 0, 8, 0, 3, 0, 0, 0, 8, 3, 0, 3, 9, 0, 8, 0, 10, 0})
 	st, err := sqlitestore.Open(filepath.Join(f.TempDir(), "fuzz.db"), sqlitestore.Options{})
 	if err != nil {
 		f.Fatal(err)
@@ -171,6 +177,22 @@ func FuzzUpdates(f *testing.F) {
 			case op%16 == 2:
 				st.FinishEffect(ctx, id, cur.Epoch, fmt.Sprint("k", arg%2), store.EffectCompleted, []byte(`2`), "", now)
 				continue
+			case op%16 == 3:
+				req := store.SignalRequest{Key: fmt.Sprint("s", arg%2), Payload: []byte(`4`), Now: now}
+				if op&0x10 != 0 {
+					req.RunID = id
+				}
+				res, err := st.Signal(ctx, req)
+				var se *store.StatusError
+				switch {
+				case err != nil && !errors.As(err, &se):
+					t.Fatalf("signal %+v: %v", req, err)
+				case res.Kept:
+					t.Fatalf("signal %+v kept without KeepUntil", req)
+				case res.Woken != nil && (res.Woken.Status != store.StatusIdle || res.Woken.WaitKey != ""):
+					t.Fatalf("signal %+v woke %+v", req, res.Woken)
+				}
+				continue
 			}
 			rule := &store.Transitions[op%len(store.Transitions)]
 			u := store.Update{RunID: id, Now: now, Action: rule.Action, To: rule.To[arg%len(rule.To)],
@@ -180,6 +202,9 @@ func FuzzUpdates(f *testing.F) {
 			}
 			if rule.Effects == store.EffectsComplete {
 				u.CompleteEffect = &store.EffectDone{Key: "k0", Output: []byte(`3`)}
+			}
+			if rule.Effects == store.EffectsWait {
+				u.Wait = &store.Wait{Key: fmt.Sprint("w", arg%3), Signal: []string{"s0", "s1", ""}[arg%3]}
 			}
 			if rule.FollowUp && op&0x20 != 0 {
 				nr := store.NewRun{ID: newID(), Process: "c"}
@@ -192,6 +217,16 @@ func FuzzUpdates(f *testing.F) {
 				}
 			}
 			storetest.CheckUpdate(t, st, u, false)
+		}
+		counts, err := st.Counts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range store.Statuses {
+			n, err := st.CountRuns(ctx, store.RunFilter{Statuses: []store.Status{s}, Limit: 1})
+			if err != nil || n != counts[s] {
+				t.Fatalf("%s: Counts says %d, the database %d (%v)", s, counts[s], n, err)
+			}
 		}
 	})
 }

@@ -326,7 +326,7 @@ func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pe
 		var retry sql.NullInt64
 		var created int64
 		var rateKey, concKey sql.NullString
-		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry, &created, &p.Priority, &rateKey, &concKey); err != nil {
+		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry, &created, &p.Priority, &rateKey, &concKey, &p.Waiting); err != nil {
 			return nil, err
 		}
 		p.RetryAt, p.CreatedAt = fromNull(retry), time.Unix(0, created)

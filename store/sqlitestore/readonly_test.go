@@ -73,6 +73,11 @@ func TestReadOnly(t *testing.T) {
 		"SetContext":  func() error { return ro.SetContext(ctx, first.ID, 1, []byte(`{}`)) },
 		"StartEffect": func() error { return ro.StartEffect(ctx, first.ID, 1, "k", now) },
 		"AddErrors":   func() error { return ro.AddErrors(ctx, []store.ErrorRecord{{At: now, Message: "m"}}) },
+		"Signal": func() error {
+			_, err := ro.Signal(ctx, store.SignalRequest{Key: "k", Now: now, KeepUntil: now.Add(time.Hour)})
+			return err
+		},
+		"PauseSchedule": func() error { return ro.PauseSchedule(ctx, "nightly", true, now) },
 		"Prune": func() error {
 			_, err := ro.Prune(ctx, store.PruneRequest{CompletedBefore: now.Add(time.Hour), Limit: 10})
 			return err
@@ -85,6 +90,13 @@ func TestReadOnly(t *testing.T) {
 	}
 	if r, err := owner.Run(ctx, first.ID); err != nil || r.Status != store.StatusIdle || r.Epoch != 0 {
 		t.Fatalf("the run changed: %+v %v", r, err)
+	}
+	// Paused schedules are read, the owner's pauses included.
+	if err := owner.PauseSchedule(ctx, "hourly", true, now); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := ro.PausedSchedules(ctx); err != nil || len(p) != 1 || !p["hourly"].Equal(now.Round(0)) {
+		t.Fatalf("paused schedules read-only: %v %v", p, err)
 	}
 
 	// Nothing is created for a missing or empty file, and other files are refused.

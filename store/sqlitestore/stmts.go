@@ -10,48 +10,113 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
-const runCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, payload, context, output,
-	error, error_code, then_event, idem_key, attempts, epoch, retry_at, lease_owner, lease_expires,
-	created_at, started_at, completed_at, version, tl, priority, rate_key, conc_key`
+// runHead and runTail are the columns of a whole run (runCols) around
+// its payload and context.
+const (
+	runHead = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status`
+	runTail = `output, error, error_code, then_event, idem_key, attempts, epoch, retry_at, lease_owner, lease_expires,
+	created_at, started_at, completed_at, version, tl, priority, rate_key, conc_key, wait_key, group_key`
+)
 
-// claimCols are the columns a claim returns: the ones the claim does not
-// set itself.
+// runCols are the columns of a whole run, as scanRun reads them.
+const runCols = runHead + `, payload, context, ` + runTail
+
+// groupCols are runCols with NULL for the payload and the context: a
+// group's run as an admission that it stands in for returns it
+// (AdmitResult.Grouped), read without copying its data in the writer.
+const groupCols = runHead + `, NULL, NULL, ` + runTail
+
 // inlineLimit bounds the payloads and contexts a claim returns from the
 // writer; larger ones are read by the claimant from the read pool, so the
 // single writer does not copy them.
 const inlineLimit = 4096
 
+// claimCols are the columns a claim returns: the ones the claim does not
+// set itself, and whether the run was waiting (see the claim statement).
 var claimCols = fmt.Sprintf(`seq, id, process, event, coalesce(correlation_id, id), parent_id, depth,
 	CASE WHEN length(payload) > %[1]d THEN NULL ELSE payload END, CASE WHEN length(context) > %[1]d THEN NULL ELSE context END,
-	coalesce(length(payload) > %[1]d OR length(context) > %[1]d, 0), attempts, epoch`, inlineLimit)
+	coalesce(length(payload) > %[1]d OR length(context) > %[1]d, 0), attempts, epoch, wait_key IS NOT NULL`, inlineLimit)
 
 // updCols are the columns an update returns: all but the payload and
 // context, which an update never changes (store.UpdateResult).
 const updCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, output,
 	error, error_code, then_event, idem_key, attempts, epoch, retry_at, created_at, started_at, completed_at, version, tl,
-	priority, rate_key, conc_key`
+	priority, rate_key, conc_key, wait_key, group_key`
 
 // setCols is the SET list of every transition, the field writes of its rule
 // of the transition table (see setArgs): ?1 status, ?2 error, ?3 code,
 // ?4 output mode (0 keep, 1 set to ?5), ?6 then mode (set to ?7), ?8 retry
-// mode (set to ?9), ?10 completed_at, ?11 reset attempts, ?12 version
-// (kept when empty). Every transition clears the lease. Ending an attempt
-// also writes its implicit running entry (see the timeline table), hence
-// two timeline entries.
+// mode (set to ?9), ?10 completed_at, ?11 attempts mode (see
+// attemptsMode: 0 keep, 1 reset, 2 refund one), ?12 version (kept when
+// empty), ?15 wait_key (NULL unless the run is left waiting); ?13 and ?14
+// belong to the WHERE clause. Every transition clears the lease. Ending an
+// attempt also writes its implicit running entry (see the timeline table),
+// hence two timeline entries.
 const setCols = `status = ?1, error = ?2, error_code = ?3, lease_owner = NULL, lease_expires = NULL,
 	output = CASE ?4 WHEN 1 THEN ?5 ELSE output END,
 	then_event = CASE ?6 WHEN 1 THEN ?7 ELSE then_event END,
 	retry_at = CASE ?8 WHEN 1 THEN ?9 ELSE retry_at END,
 	completed_at = ?10,
-	attempts = CASE WHEN ?11 THEN 0 ELSE attempts END,
+	attempts = CASE ?11 WHEN 1 THEN 0 WHEN 2 THEN max(attempts - 1, 0) ELSE attempts END,
 	version = CASE WHEN ?12 = '' THEN version ELSE ?12 END,
+	wait_key = ?15,
 	tl = tl + CASE status WHEN 'running' THEN 2 ELSE 1 END`
+
+// The statements whose plans matter most (TestPlans checks them): the hot
+// path's claim and attempt end, the dispatcher's index, signal delivery and
+// the lookups of grouped admissions.
+var (
+	// claimSQL takes an idle run that is due, or a waiting run whose
+	// deadline has passed (one without a deadline is never due), by its id.
+	// It leaves wait_key '' (not NULL) on a run that was waiting, so that
+	// RETURNING, which sees only the new row, tells the two apart for the
+	// status counts; '' reads as no wait key, and the attempt's end clears
+	// it with every other transition (setCols).
+	claimSQL = `UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = ?1, lease_expires = ?2,
+		started_at = ?3, retry_at = NULL, output = NULL, rate_tat = coalesce(?4, rate_tat),
+		wait_key = CASE status WHEN 'waiting' THEN '' END
+		WHERE id = ?5 AND (status = 'idle' OR status = 'waiting' AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= ?6)
+		RETURNING ` + claimCols
+	// finishSQL ends an attempt: guarded by the epoch, with no read first.
+	finishSQL = `UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols
+	// pendingSQL lists idle runs and waiting runs with a deadline, each
+	// read in seq order from its own index and merged (a MERGE of the
+	// UNION ALL): no sort, and no read of the runs that wait without a
+	// deadline.
+	pendingSQL = `SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key, 0
+		FROM runs INDEXED BY runs_status WHERE status = 'idle' AND seq > ?1
+		UNION ALL
+		SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key, 1
+		FROM runs INDEXED BY runs_wait_due WHERE status = 'waiting' AND retry_at IS NOT NULL AND seq > ?1
+		ORDER BY seq LIMIT ?2`
+	// waiterSQL finds the run a signal wakes: the first admitted of those
+	// waiting for its key.
+	waiterSQL = `SELECT seq FROM runs WHERE status = 'waiting' AND wait_key = ? ORDER BY seq LIMIT 1`
+	// keptSignalSQL finds the signal a wait consumes: the oldest kept for
+	// its key and not expired.
+	keptSignalSQL = `SELECT seq, payload FROM signals WHERE key = ? AND keep_until > ? ORDER BY seq LIMIT 1`
+	// singletonSQL finds the run that stands in for a singleton admission:
+	// the latest admitted of its process and group key that is idle,
+	// running or waiting (the very runs of runs_group).
+	singletonSQL = `SELECT ` + groupCols + ` FROM runs INDEXED BY runs_group
+		WHERE process = ?1 AND group_key = ?2 AND status IN ('idle', 'running', 'waiting')
+		ORDER BY seq DESC LIMIT 1`
+	// debounceSQL finds the run a debounced admission updates: the latest
+	// admitted of its process and group key that is idle and never
+	// started, by its seq (the update that follows returns the run). The
+	// status IN term repeats runs_group's condition, which SQLite needs to
+	// see in the query to use the partial index.
+	debounceSQL = `SELECT seq FROM runs INDEXED BY runs_group
+		WHERE process = ?1 AND group_key = ?2 AND status IN ('idle', 'running', 'waiting') AND status = 'idle' AND attempts = 0
+		ORDER BY seq DESC LIMIT 1`
+)
 
 type stmts struct {
 	// writer
 	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, update *sql.Stmt
-	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone            *sql.Stmt
-	insRollup, insError                                                            *sql.Stmt
+	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait   *sql.Stmt
+	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                   *sql.Stmt
+	insRollup, insError, selSingleton, selDebounce, debounce                       *sql.Stmt
 	// readers
 	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning, selRates *sql.Stmt
 	rselIdem, rselKept                                                                             *sql.Stmt
@@ -59,7 +124,9 @@ type stmts struct {
 
 func (s *stmts) all() []*sql.Stmt {
 	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
-		s.setCtx, s.holdRate, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.insRollup, s.insError,
+		s.setCtx, s.holdRate, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.effWait,
+		s.selWaiter, s.wake, s.effSignal, s.keepSignal, s.selSignal, s.delSignal, s.insRollup, s.insError,
+		s.selSingleton, s.selDebounce, s.debounce,
 		s.selRun, s.selEffects, s.selTimeline, s.selData, s.selRunTL, s.selChain, s.selPending, s.selRunning, s.selRates,
 		s.rselIdem, s.rselKept}
 }
@@ -93,19 +160,17 @@ func (s *Store) prepare(ctx context.Context) error {
 		s.begin, s.commit, s.rollback = w("BEGIN IMMEDIATE"), w("COMMIT"), w("ROLLBACK")
 		s.st = stmts{
 			insRun: w(`INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
-				priority, rate_key, conc_key, retry_at)
-				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?)`),
+				priority, rate_key, conc_key, retry_at, group_key)
+				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
-				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?4, ?7, ?8, ?9)`),
-			selIdem: w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
-			selKept: w(`SELECT run_id, created_at FROM pruned_keys WHERE event = ? AND key = ? AND process = ?`),
-			seqOf:   w(`SELECT seq FROM runs WHERE id = ?`),
-			selRunW: w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
-			claim: w(`UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = ?, lease_expires = ?,
-				started_at = ?, retry_at = NULL, output = NULL, rate_tat = coalesce(?, rate_tat)
-				WHERE id = ? AND status = 'idle' AND (retry_at IS NULL OR retry_at <= ?) RETURNING ` + claimCols),
-			finish:    w(`UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols),
+				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?10, ?7, ?8, ?9)`),
+			selIdem:   w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
+			selKept:   w(`SELECT run_id, created_at FROM pruned_keys WHERE event = ? AND key = ? AND process = ?`),
+			seqOf:     w(`SELECT seq FROM runs WHERE id = ?`),
+			selRunW:   w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
+			claim:     w(claimSQL),
+			finish:    w(finishSQL),
 			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
 			setCtx:    w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
 			holdRate:  w(`UPDATE runs SET rate_tat = max(coalesce(rate_tat, 0), ?1) WHERE id = ?2 AND status = 'running' AND epoch = ?3`),
@@ -116,12 +181,34 @@ func (s *Store) prepare(ctx context.Context) error {
 				started_at = excluded.started_at, completed_at = NULL WHERE effects.status != 'completed'`),
 			effFinish: w(`UPDATE effects SET status = ?, output = ?, error = ?, completed_at = ?
 				WHERE run_seq = (SELECT seq FROM runs WHERE id = ?) AND key = ? AND status = 'started' AND epoch = ?`),
-			effClear: w(`DELETE FROM effects WHERE run_seq = ? AND status = 'started'`),
+			effClear: w(`DELETE FROM effects WHERE run_seq = ? AND status IN ('started', 'waiting')`),
 			effDone: w(`INSERT INTO effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 				VALUES (?, ?, 'completed', ?, ?, '', ?, ?)
 				ON CONFLICT (run_seq, key) DO UPDATE SET status = 'completed', output = excluded.output, error = '', completed_at = excluded.completed_at`),
-			insRollup: w(`INSERT INTO rollups (bucket, process, counts, hists) VALUES (?, ?, ?, ?)`),
-			insError:  w(`INSERT INTO errors (at, kind, process, run_id, effect_key, context, message) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+			// A wait's record, begun afresh at the run's epoch whatever the key
+			// held before.
+			effWait: w(`INSERT INTO effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
+				VALUES (?1, ?2, 'waiting', ?3, NULL, '', ?4, NULL)
+				ON CONFLICT (run_seq, key) DO UPDATE SET status = 'waiting', epoch = excluded.epoch, output = NULL, error = '',
+				started_at = excluded.started_at, completed_at = NULL`),
+			selWaiter: w(waiterSQL),
+			wake: w(`UPDATE runs SET status = 'idle', retry_at = NULL, wait_key = NULL, completed_at = NULL, tl = tl + 1
+				WHERE seq = ? AND status = 'waiting' RETURNING ` + updCols),
+			effSignal:  w(`UPDATE effects SET status = 'completed', output = ?, error = '', completed_at = ? WHERE run_seq = ? AND status = 'waiting'`),
+			keepSignal: w(`INSERT INTO signals (key, payload, keep_until) VALUES (?, ?, ?)`),
+			selSignal:  w(keptSignalSQL),
+			delSignal:  w(`DELETE FROM signals WHERE seq = ?`),
+			insRollup:  w(`INSERT INTO rollups (bucket, process, counts, hists) VALUES (?, ?, ?, ?)`),
+			insError:   w(`INSERT INTO errors (at, kind, process, run_id, effect_key, context, message) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+
+			// A grouped admission's lookups.
+			selSingleton: w(singletonSQL),
+			selDebounce:  w(debounceSQL),
+			// A debounced admission's data and start time, on the run found
+			// by debounceSQL in the same transaction, with its timeline entry
+			// counted.
+			debounce: w(`UPDATE runs SET payload = ?1, context = ?2, retry_at = ?3, tl = tl + 1
+				WHERE seq = ?4 AND status = 'idle' AND attempts = 0 RETURNING ` + groupCols),
 
 			selRun:      r(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			selEffects:  r(`SELECT key, status, epoch, output, error, started_at, completed_at FROM effects WHERE run_seq = ? ORDER BY key`),
@@ -130,9 +217,8 @@ func (s *Store) prepare(ctx context.Context) error {
 			selRunTL:    r(`SELECT seq, status, attempts, created_at, started_at, tl FROM runs WHERE id = ?`),
 			// A root's correlation id is stored as NULL (it is its own id):
 			// id = ?1 alone would also match a child named by its own id.
-			selChain: r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR (id = ?1 AND correlation_id IS NULL) ORDER BY depth, seq`),
-			selPending: r(`SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key
-				FROM runs WHERE status = 'idle' AND seq > ? ORDER BY seq LIMIT ?`),
+			selChain:   r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR (id = ?1 AND correlation_id IS NULL) ORDER BY depth, seq`),
+			selPending: r(pendingSQL),
 			selRates:   r(`SELECT rate_key, max(rate_tat) FROM runs WHERE rate_tat > ? GROUP BY rate_key`),
 			selRunning: r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
 			rselIdem:   r(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
@@ -154,7 +240,7 @@ type scanner interface{ Scan(...any) error }
 // scanRun reads one row of runCols.
 func scanRun(sc scanner) (store.Run, int, error) {
 	var r store.Run
-	var parent, idem, owner, rateKey, concKey sql.NullString
+	var parent, idem, owner, rateKey, concKey, waitKey, groupKey sql.NullString
 	var retry, expires, started, completed sql.NullInt64
 	var status string
 	var created int64
@@ -162,43 +248,49 @@ func scanRun(sc scanner) (store.Run, int, error) {
 	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), (*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem,
 		&r.Attempts, &r.Epoch, &retry, &owner, &expires, &created, &started, &completed, &r.Version, &tl,
-		&r.Priority, &rateKey, &concKey)
+		&r.Priority, &rateKey, &concKey, &waitKey, &groupKey)
 	if err != nil {
 		return r, 0, err
 	}
 	r.Status = store.Status(status)
 	r.ParentID, r.IdempotencyKey, r.LeaseOwner = parent.String, idem.String, owner.String
-	r.RateKey, r.ConcurrencyKey = rateKey.String, concKey.String
+	r.RateKey, r.ConcurrencyKey, r.WaitKey, r.GroupKey = rateKey.String, concKey.String, waitKey.String, groupKey.String
 	r.RetryAt, r.LeaseExpires = fromNull(retry), fromNull(expires)
 	r.CreatedAt, r.StartedAt, r.CompletedAt = time.Unix(0, created), fromNull(started), fromNull(completed)
 	return r, tl, nil
 }
 
 // scanClaimed reads one row of claimCols into a run claimed by req; large
-// reports that its payload or context was left for the read pool.
-func scanClaimed(sc scanner, owner string, now, until time.Time) (r store.Run, large bool, err error) {
+// reports that its payload or context was left for the read pool, from
+// the status the run was claimed from (idle or waiting).
+func scanClaimed(sc scanner, owner string, now, until time.Time) (r store.Run, large bool, from store.Status, err error) {
 	r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
 	var parent sql.NullString
+	var waited bool
 	err = sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth,
-		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &large, &r.Attempts, &r.Epoch)
+		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &large, &r.Attempts, &r.Epoch, &waited)
 	r.ParentID = parent.String
-	return r, large, err
+	from = store.StatusIdle
+	if waited {
+		from = store.StatusWaiting
+	}
+	return r, large, from, err
 }
 
 // scanUpdated reads one row of updCols.
 func scanUpdated(sc scanner) (store.Run, int, error) {
 	var r store.Run
-	var parent, idem, rateKey, concKey sql.NullString
+	var parent, idem, rateKey, concKey, waitKey, groupKey sql.NullString
 	var retry, started, completed sql.NullInt64
 	var status string
 	var created int64
 	var tl int
 	err := sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth, &status,
 		(*[]byte)(&r.Output), &r.Error, &r.ErrorCode, &r.Then, &idem, &r.Attempts, &r.Epoch, &retry,
-		&created, &started, &completed, &r.Version, &tl, &r.Priority, &rateKey, &concKey)
+		&created, &started, &completed, &r.Version, &tl, &r.Priority, &rateKey, &concKey, &waitKey, &groupKey)
 	r.Status = store.Status(status)
 	r.ParentID, r.IdempotencyKey = parent.String, idem.String
-	r.RateKey, r.ConcurrencyKey = rateKey.String, concKey.String
+	r.RateKey, r.ConcurrencyKey, r.WaitKey, r.GroupKey = rateKey.String, concKey.String, waitKey.String, groupKey.String
 	r.RetryAt, r.CreatedAt, r.StartedAt, r.CompletedAt = fromNull(retry), time.Unix(0, created), fromNull(started), fromNull(completed)
 	return r, tl, err
 }

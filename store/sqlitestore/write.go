@@ -30,8 +30,17 @@ func (s *Store) Admit(ctx context.Context, a store.Admission) (store.AdmitResult
 // admitPlan is what an admission will do, decided before anything is
 // written so that a refusal writes nothing.
 type admitPlan struct {
-	res   store.AdmitResult
-	admit []store.NewRun
+	res     store.AdmitResult
+	admit   []store.NewRun
+	grouped []groupedRun
+}
+
+// groupedRun is the run of a group that stands in for one of an
+// admission's runs (see store.GroupPolicy).
+type groupedRun struct {
+	run      store.Run // as found, without its payload and context (only its Seq when debounced)
+	planned  int       // ≥ 0: the run is admit[planned] of the same admission, not written yet
+	debounce bool      // the run takes the admission's data and start time
 }
 
 func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
@@ -68,6 +77,17 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 				return p, err
 			}
 		}
+		// Only a grouped admission pays for the lookup.
+		if nr.GroupKey != "" && nr.Group != store.GroupNone {
+			g, found, err := w.groupRun(&nr, p.admit)
+			if err != nil {
+				return p, err
+			}
+			if found {
+				p.grouped = append(p.grouped, g)
+				continue
+			}
+		}
 		if nr.Limit > 0 {
 			n, err := w.active(nr.Process)
 			if err != nil {
@@ -84,6 +104,38 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 	return p, nil
 }
 
+// groupRun finds the run that stands in for nr under its group policy:
+// the latest admitted run of its process and group key that is idle,
+// running or waiting (GroupSingleton), or idle and never started
+// (GroupDebounce). A run planned earlier in the same admission (in
+// planned, not written yet) is the latest of all; any run written earlier
+// in this transaction, by another admission of the batch, is seen by the
+// query, since the writer's reads see its own uncommitted writes.
+func (w *wtx) groupRun(nr *store.NewRun, planned []store.NewRun) (groupedRun, bool, error) {
+	g := groupedRun{planned: -1, debounce: nr.Group == store.GroupDebounce}
+	if nr.Group != store.GroupSingleton && nr.Group != store.GroupDebounce {
+		return g, false, nil // no policy this store knows: the key is only stored
+	}
+	for i := len(planned) - 1; i >= 0; i-- {
+		// A planned run is idle and never started: it stands in under
+		// either policy.
+		if planned[i].Process == nr.Process && planned[i].GroupKey == nr.GroupKey {
+			g.planned = i
+			return g, true, nil
+		}
+	}
+	var err error
+	if g.debounce { // writeAdmit's update returns the run
+		err = w.s.st.selDebounce.QueryRowContext(w.ctx, nr.Process, nr.GroupKey).Scan(&g.run.Seq)
+	} else {
+		g.run, _, err = scanRun(w.s.st.selSingleton.QueryRowContext(w.ctx, nr.Process, nr.GroupKey))
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return g, false, nil
+	}
+	return g, err == nil, err
+}
+
 // notBeforeOf is a delayed admission's retry time as a read would return
 // it (nanoseconds, no monotonic reading); zero stays zero.
 func notBeforeOf(t time.Time) time.Time {
@@ -98,6 +150,7 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 	if a.NotBefore.After(a.Now) {
 		notBefore = a.NotBefore
 	}
+	first := len(p.res.Admitted) // the index of admit[0] in p.res.Admitted
 	for _, nr := range p.admit {
 		corr := a.CorrelationID
 		if corr == "" {
@@ -111,7 +164,7 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 		seq := w.seq
 		if _, err := w.exec(w.s.st.insRun, seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
 			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(),
-			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore)); err != nil {
+			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore), nullStr(nr.GroupKey)); err != nil {
 			return err
 		}
 		w.moved(nr.Process, "", store.StatusIdle)
@@ -120,7 +173,27 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 			Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
 			IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
 			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: notBeforeOf(notBefore),
+			GroupKey: nr.GroupKey,
 		})
+	}
+	for _, g := range p.grouped {
+		r := g.run
+		if g.planned >= 0 {
+			r = p.res.Admitted[first+g.planned]
+			r.Payload, r.Context = nil, nil
+		}
+		if g.debounce {
+			var tl int
+			var err error
+			r, tl, err = scanRun(w.s.st.debounce.QueryRowContext(w.ctx, blob(a.Payload), blob(a.Context), ns(notBefore), r.Seq))
+			if err != nil { // found idle and never started in this transaction: no row is an error
+				return err
+			}
+			if err := w.timeline(&r, store.StatusIdle, r.Attempts, tl, a.Now, "", "", "debounced"); err != nil {
+				return err
+			}
+		}
+		p.res.Grouped = append(p.res.Grouped, r)
 	}
 	return nil
 }
@@ -151,7 +224,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 				tat = ns(req.RateTATs[i])
 			}
 			// The running timeline entry stays implicit until the attempt ends.
-			r, big, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, id, req.Now.UnixNano()),
+			r, big, from, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, id, req.Now.UnixNano()),
 				req.Owner, req.Now, req.LeaseUntil)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue
@@ -159,7 +232,7 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 			if err != nil {
 				return err
 			}
-			w.moved(r.Process, store.StatusIdle, store.StatusRunning)
+			w.moved(r.Process, from, store.StatusRunning)
 			if big {
 				large = append(large, len(out))
 			}
@@ -182,11 +255,13 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 
 // timeline appends the entry of a transition that moved a run from one
 // status, as entry n (the run's new entry count). If the transition ended an
-// attempt, the attempt's implicit running entry is written with it.
-func (w *wtx) timeline(r *store.Run, from store.Status, n int, at time.Time, errMsg, code, note string) error {
+// attempt, the attempt's implicit running entry is written with it, with
+// the attempt's number ran (r.Attempts, unless the transition refunded
+// the attempt).
+func (w *wtx) timeline(r *store.Run, from store.Status, ran, n int, at time.Time, errMsg, code, note string) error {
 	var err error
 	if from == store.StatusRunning {
-		_, err = w.exec(w.s.st.insTL2, r.Seq, n, r.StartedAt.UnixNano(), r.Attempts, at.UnixNano(), string(r.Status), errMsg, code, note)
+		_, err = w.exec(w.s.st.insTL2, r.Seq, n, r.StartedAt.UnixNano(), ran, at.UnixNano(), string(r.Status), errMsg, code, note, r.Attempts)
 	} else {
 		_, err = w.exec(w.s.st.insTL, r.Seq, n, at.UnixNano(), string(r.Status), r.Attempts, errMsg, code, note)
 	}
@@ -208,7 +283,10 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 // store.Rule). An attempt's end, the hot path, is one UPDATE guarded by the
 // epoch in its WHERE clause, with no read; other actions read the run first
 // to check their precondition. Either way the SET list writes what the
-// rule's field writes say, and RETURNING gives the whole run back.
+// rule's field writes say, and RETURNING gives the whole run back. A wait
+// for a signal first looks for a kept signal for its key: it is consumed
+// (deleted) only once the UPDATE has applied, so a refused wait writes
+// nothing.
 func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 	var res store.UpdateResult
 	rule, err := u.Rule()
@@ -248,12 +326,20 @@ func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 		}
 		return res, err
 	}
-	args := setArgs(rule, u, &o, fallback)
+	var sig keptSignal
+	if rule.Effects == store.EffectsWait && u.Wait.Signal != "" {
+		if sig, err = w.keptSignal(u.Wait.Signal, u.Now); err != nil {
+			return res, err
+		}
+	}
+	signalled := sig.seq != 0 && rule.Signalled != ""
+	o = rule.Signal(o, signalled)
+	args := setArgs(rule, u, &o, fallback, signalled)
 	var row *sql.Row
 	if fast {
-		row = w.s.st.finish.QueryRowContext(w.ctx, append(args, u.RunID, u.Epoch)...)
+		row = w.s.st.finish.QueryRowContext(w.ctx, append(args, u.RunID, u.Epoch, waitKey(u, &o))...)
 	} else {
-		row = w.s.st.update.QueryRowContext(w.ctx, append(args, seq)...)
+		row = w.s.st.update.QueryRowContext(w.ctx, append(args, seq, nil, waitKey(u, &o))...)
 	}
 	r, tl, err := scanUpdated(row)
 	if errors.Is(err, sql.ErrNoRows) { // the epoch no longer owns the run
@@ -263,39 +349,96 @@ func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 		return res, err
 	}
 	w.moved(r.Process, from, r.Status)
+	if signalled {
+		if _, err := w.exec(w.s.st.delSignal, sig.seq); err != nil {
+			return res, err
+		}
+	}
 	if u.Children != nil {
 		if err := w.writeAdmit(u.Children, &plan); err != nil {
 			return res, err
 		}
 		res.Children = plan.res
 	}
-	if err := w.writeEffects(rule.Effects, &r, u); err != nil {
+	if err := w.writeEffects(rule.Effects, &r, u, &sig, signalled); err != nil {
 		return res, err
 	}
-	if err := w.timeline(&r, from, tl, u.Now, o.Error, o.ErrorCode, o.Note); err != nil {
+	ran := r.Attempts
+	if rule.RefundAttempt { // a running run has made at least one attempt
+		ran++
+	}
+	if err := w.timeline(&r, from, ran, tl, u.Now, o.Error, o.ErrorCode, o.Note); err != nil {
 		return res, err
 	}
 	res.Run = r
 	return res, nil
 }
 
-// setArgs are the arguments of setCols for an update following rule with
-// outcome o (the rule's fallback if fallback is set): the rule's field
-// writes, as modes and values.
-func setArgs(rule *store.Rule, u *store.Update, o *store.Outcome, fallback bool) []any {
-	outW, thenW := rule.Output, rule.Then
+// keptSignal is a signal kept for a later wait (the signals table).
+type keptSignal struct {
+	seq     int64 // 0: none
+	payload json.RawMessage
+}
+
+// keptSignal returns the oldest signal kept for key that is still kept at
+// now, or none (seq 0). It does not consume it.
+func (w *wtx) keptSignal(key string, now time.Time) (keptSignal, error) {
+	var sig keptSignal
+	err := w.s.st.selSignal.QueryRowContext(w.ctx, key, now.UnixNano()).Scan(&sig.seq, (*[]byte)(&sig.payload))
+	if errors.Is(err, sql.ErrNoRows) {
+		return keptSignal{}, nil
+	}
+	return sig, err
+}
+
+// waitKey is the wait_key an update leaves (setCols's ?15): the signal its
+// wait waits for when the run is left waiting, else NULL.
+func waitKey(u *store.Update, o *store.Outcome) any {
+	if o.To != store.StatusWaiting || u.Wait == nil {
+		return nil
+	}
+	return nullStr(u.Wait.Signal)
+}
+
+// Modes of setCols's attempt count (?11).
+const (
+	attemptsKept   = 0
+	attemptsReset  = 1
+	attemptsRefund = 2
+)
+
+// attemptsMode is setCols's attempt-count mode for rule.
+func attemptsMode(rule *store.Rule) int {
+	switch {
+	case rule.ResetAttempts: // a refund after a reset leaves 0 too
+		return attemptsReset
+	case rule.RefundAttempt:
+		return attemptsRefund
+	}
+	return attemptsKept
+}
+
+// setArgs are the arguments ?1 to ?12 of setCols for an update following
+// rule with outcome o (the rule's fallback if fallback is set, its
+// signalled outcome if signalled is): the rule's field writes, as modes
+// and values.
+func setArgs(rule *store.Rule, u *store.Update, o *store.Outcome, fallback, signalled bool) []any {
+	outW, thenW, retryW := rule.Output, rule.Then, rule.RetryAt
 	if fallback { // the primary outcome's output is not recorded
 		outW, thenW = store.Keep, store.Keep
 	}
+	if signalled { // the wait is over before it began: no deadline
+		retryW = store.Clear
+	}
 	outMode, out := mode(outW, blob(u.Output), nil)
 	thenMode, then := mode(thenW, u.Then, "")
-	retryMode, retryAt := mode(rule.RetryAt, ns(u.RetryAt), nil)
+	retryMode, retryAt := mode(retryW, ns(u.RetryAt), nil)
 	completed := ns(u.Now)
-	if o.To.Active() {
+	if !o.To.Final() {
 		completed = nil
 	}
 	return []any{string(o.To), o.Error, o.ErrorCode, outMode, out, thenMode, then, retryMode, retryAt,
-		completed, rule.ResetAttempts, u.Version}
+		completed, attemptsMode(rule), u.Version}
 }
 
 // mode turns a field write into setCols's mode (0 keep, 1 set) and value:
@@ -310,8 +453,10 @@ func mode(w store.Write, v, zero any) (int, any) {
 	return 0, zero
 }
 
-// writeEffects changes the run's effect records as its transition says.
-func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update) error {
+// writeEffects changes the run's effect records as its transition says: a
+// wait that consumed the kept signal sig (signalled) is recorded as
+// completed with its payload, any other wait as waiting.
+func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update, sig *keptSignal, signalled bool) error {
 	var err error
 	switch ew {
 	case store.EffectsClearStarted:
@@ -319,6 +464,12 @@ func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update) 
 	case store.EffectsComplete:
 		d := u.CompleteEffect
 		_, err = w.exec(w.s.st.effDone, r.Seq, d.Key, r.Epoch, blob(d.Output), u.Now.UnixNano(), u.Now.UnixNano())
+	case store.EffectsWait:
+		if signalled {
+			_, err = w.exec(w.s.st.effDone, r.Seq, u.Wait.Key, r.Epoch, blob(sig.payload), u.Now.UnixNano(), u.Now.UnixNano())
+		} else {
+			_, err = w.exec(w.s.st.effWait, r.Seq, u.Wait.Key, r.Epoch, u.Now.UnixNano())
+		}
 	}
 	return err
 }
@@ -448,6 +599,64 @@ func (s *Store) FinishEffect(ctx context.Context, runID string, epoch int64, key
 	})
 }
 
+// Signal implements store.Store: one write transaction finds the run
+// waiting for the key, admitted first (runs_wait_key), and wakes it, or
+// keeps the signal. The writer runs one command at a time, so a signal and
+// a wait for its key are never decided at once: the wait finds the kept
+// signal, or the signal finds the waiting run.
+func (s *Store) Signal(ctx context.Context, req store.SignalRequest) (store.SignalResult, error) {
+	var res store.SignalResult
+	err := s.do(ctx, func(w *wtx) error {
+		var err error
+		res, err = w.signal(&req)
+		return err
+	})
+	return res, err
+}
+
+func (w *wtx) signal(req *store.SignalRequest) (store.SignalResult, error) {
+	var seq int64
+	if req.RunID != "" {
+		cur, _, err := scanRun(w.s.st.selRunW.QueryRowContext(w.ctx, req.RunID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return store.SignalResult{}, store.ErrNotFound
+		}
+		if err != nil {
+			return store.SignalResult{}, err
+		}
+		if cur.Status != store.StatusWaiting || cur.WaitKey != req.Key || req.Key == "" {
+			return store.SignalResult{}, &store.StatusError{RunID: cur.ID, Status: cur.Status}
+		}
+		seq = cur.Seq
+	} else if req.Key != "" {
+		err := w.s.st.selWaiter.QueryRowContext(w.ctx, req.Key).Scan(&seq)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return store.SignalResult{}, err
+		}
+	}
+	if seq == 0 { // no run waits: kept, or dropped
+		if !req.KeepUntil.After(req.Now) {
+			return store.SignalResult{}, nil
+		}
+		if _, err := w.exec(w.s.st.keepSignal, req.Key, blob(req.Payload), req.KeepUntil.UnixNano()); err != nil {
+			return store.SignalResult{}, err
+		}
+		return store.SignalResult{Kept: true}, nil
+	}
+	r, tl, err := scanUpdated(w.s.st.wake.QueryRowContext(w.ctx, seq))
+	if err != nil { // found waiting in this transaction: no row is an error
+		return store.SignalResult{}, err
+	}
+	w.moved(r.Process, store.StatusWaiting, r.Status)
+	if _, err := w.exec(w.s.st.effSignal, blob(req.Payload), req.Now.UnixNano(), r.Seq); err != nil {
+		return store.SignalResult{}, err
+	}
+	if err := w.timeline(&r, store.StatusWaiting, r.Attempts, tl, req.Now, "", "", "signalled"); err != nil {
+		return store.SignalResult{}, err
+	}
+	return store.SignalResult{Woken: &r}, nil
+}
+
 // AddRollups implements store.Store.
 func (s *Store) AddRollups(ctx context.Context, rs []store.Rollup) error {
 	return s.do(ctx, func(w *wtx) error {
@@ -483,7 +692,9 @@ func (s *Store) AddErrors(ctx context.Context, es []store.ErrorRecord) error {
 }
 
 // Prune implements store.Store. One call is one transaction of at most
-// p.Limit runs, so retention never holds the writer for long.
+// p.Limit runs, and of at most 10×p.Limit rollups, error records and kept
+// signals each, so retention never holds the writer for long; the next
+// call deletes what is left.
 func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 	var n int
 	err := s.do(ctx, func(w *wtx) error {
@@ -532,6 +743,12 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 				return err
 			}
 			if _, err := w.s.conn.ExecContext(w.ctx, `DELETE FROM errors WHERE id IN (SELECT id FROM errors WHERE at < ? LIMIT ?)`, cut, 10*p.Limit); err != nil {
+				return err
+			}
+		}
+		if !p.SignalsBefore.IsZero() {
+			if _, err := w.s.conn.ExecContext(w.ctx, `DELETE FROM signals WHERE seq IN
+				(SELECT seq FROM signals WHERE keep_until < ? LIMIT ?)`, p.SignalsBefore.UnixNano(), 10*p.Limit); err != nil {
 				return err
 			}
 		}

@@ -167,6 +167,9 @@ func tableUpdate(rule *store.Rule, to store.Status, v string, r *store.Run, base
 	if rule.Effects == store.EffectsComplete {
 		u.CompleteEffect = &store.EffectDone{Key: "started", Output: json.RawMessage(`7`)}
 	}
+	if rule.Effects == store.EffectsWait {
+		u.Wait = &store.Wait{Key: "wait", Signal: "sig"}
+	}
 	switch v {
 	case "stale":
 		u.Epoch--
@@ -259,12 +262,14 @@ func CheckUpdate(t testing.TB, st store.Store, u store.Update, ownerGone bool) (
 	switch rule.Effects {
 	case store.EffectsClearStarted:
 		for k, s := range wantEffs {
-			if s[0] == string(store.EffectStarted) {
+			if s[0] == string(store.EffectStarted) || s[0] == string(store.EffectWaiting) {
 				delete(wantEffs, k)
 			}
 		}
 	case store.EffectsComplete:
 		wantEffs[u.CompleteEffect.Key] = [2]string{string(store.EffectCompleted), string(u.CompleteEffect.Output)}
+	case store.EffectsWait: // no signal is kept in these checks
+		wantEffs[u.Wait.Key] = [2]string{string(store.EffectWaiting), ""}
 	}
 	if got := effectsOf(effs); !reflect.DeepEqual(got, wantEffs) {
 		t.Errorf("%s: effects %v, want %v", where, got, wantEffs)

@@ -32,7 +32,9 @@ var ops = []op{
 	{"retry-later", finish(store.StatusIdle)},
 	{"dead-letter", finish(store.StatusDead)},
 	{"fence", finish(store.StatusFenced)},
-	{"cancel", operator([]store.Status{store.StatusIdle, store.StatusRunning}, store.StatusCancelled)},
+	{"wait", finish(store.StatusWaiting)},
+	{"end-wait", operator([]store.Status{store.StatusWaiting}, store.StatusIdle)},
+	{"cancel", operator([]store.Status{store.StatusIdle, store.StatusRunning, store.StatusWaiting}, store.StatusCancelled)},
 	{"manual-retry", operator([]store.Status{store.StatusErrored, store.StatusDead, store.StatusFenced, store.StatusCancelled}, store.StatusIdle)},
 	{"requeue", operator([]store.Status{store.StatusDead}, store.StatusIdle)},
 	{"resume", operator([]store.Status{store.StatusDeferred}, store.StatusCompleted)},
@@ -47,7 +49,11 @@ func finish(to store.Status) func(h *H, r store.Run) (store.Run, error) {
 		if epoch == 0 {
 			epoch = 1
 		}
-		res, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: epoch, Now: h.Now(), To: to, Then: "next"})
+		u := store.Update{RunID: r.ID, Epoch: epoch, Now: h.Now(), To: to, Then: "next"}
+		if to == store.StatusWaiting { // until a signal, or an hour from now
+			u.Then, u.RetryAt, u.Wait = "", h.Now().Add(time.Hour), &store.Wait{Key: "w", Signal: "s"}
+		}
+		res, err := h.St.Update(h.Ctx(), u)
 		return res.Run, err
 	}
 }
@@ -57,6 +63,9 @@ func operator(from []store.Status, to store.Status) func(h *H, r store.Run) (sto
 		u := store.Update{RunID: r.ID, Now: h.Now(), From: from, To: to}
 		if to == store.StatusIdle && len(from) == 1 && from[0] == store.StatusFenced {
 			u.CompleteEffect = &store.EffectDone{Key: "k", Output: json.RawMessage(`1`)}
+		}
+		if to == store.StatusIdle && len(from) == 1 && from[0] == store.StatusWaiting {
+			u.Action = store.ActionEndWait
 		}
 		res, err := h.St.Update(h.Ctx(), u)
 		return res.Run, err
@@ -80,11 +89,11 @@ func prepare(h *H, st store.Status) store.Run {
 	if st == store.StatusRunning {
 		return r
 	}
-	res, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: st, Then: "next"})
+	r, err := finish(st)(h, r)
 	if err != nil {
 		h.Fatalf("prepare %s: %v", st, err)
 	}
-	return res.Run
+	return r
 }
 
 // transitions is the state machine: for each status and operation, the
@@ -97,8 +106,10 @@ var transitions = map[store.Status]map[string]store.Status{
 	store.StatusRunning: {
 		"complete": store.StatusCompleted, "defer": store.StatusDeferred, "fail": store.StatusErrored,
 		"retry-later": store.StatusIdle, "dead-letter": store.StatusDead, "fence": store.StatusFenced,
-		"cancel": store.StatusCancelled,
+		"wait": store.StatusWaiting, "cancel": store.StatusCancelled,
 	},
+	// Not claimable before its deadline (an hour away).
+	store.StatusWaiting:   {"end-wait": store.StatusIdle, "cancel": store.StatusCancelled},
 	store.StatusCompleted: {},
 	store.StatusDeferred:  {"resume": store.StatusCompleted},
 	store.StatusErrored:   {"manual-retry": store.StatusIdle},

@@ -62,6 +62,8 @@ var suite = []func() []Case{
 	flowCases,       // cases_flow.go: flow control and delayed runs
 	guaranteeCases,  // cases_guarantees.go: store-level reliability guarantees
 	batchCases,      // cases_batch.go: several admissions in one transaction
+	waitCases,       // cases_waits.go: waits, signals and their deadlines
+	groupCases,      // cases_groups.go: singleton and debounce admissions, paused schedules
 	// The run lifecycle's transition-table cases go here.
 }
 

@@ -295,6 +295,97 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Cron/OneRunPerTickAcrossEngines"), sqlConf("Cron/MissedTickPolicy"), Test{Pkg: ".", Run: "^TestCrashCronTicks$", Timeout: 5 * time.Minute}.full()},
 	},
 	{
+		Name:      "wait-spends-attempt",
+		Guarantee: "a wait ends its attempt without spending the retry budget",
+		Edits: []Edit{{
+			File: "store/lifecycle.go",
+			Old:  "RetryAt: Set, RefundAttempt: true, Effects: EffectsWait",
+			New:  "RetryAt: Set, Effects: EffectsWait",
+		}},
+		Tests: []Test{memConf("Waits/NoRetrySpent"), sqlStore("Store/Waits/SleepUntilDeadline")},
+	},
+	{
+		Name:      "sleep-ends-early",
+		Guarantee: "a durable sleep never ends before its time",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "u.Action, u.RetryAt, u.Wait = store.ActionWait, w.until, &store.Wait{Key: w.key, Signal: w.signal}",
+			New:  "u.Action, u.RetryAt, u.Wait = store.ActionWait, w.until.Add(-time.Minute), &store.Wait{Key: w.key, Signal: w.signal}",
+		}},
+		Tests: []Test{memConf("Waits/SleepOnceAtItsTime"), sqlConf("Waits/SleepAcrossRestart")},
+	},
+	{
+		Name:      "waiting-result-used",
+		Guarantee: "once a handler reached a wait, the run waits whatever the handler returns",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "if w != nil && ef == nil { // whatever the handler returned, the run waits",
+			New:  "if w != nil && ef == nil && res.kind == resultError { // whatever the handler returned, the run waits",
+		}},
+		Tests: []Test{memConf("Waits/WaitingIsSticky")},
+	},
+	{
+		Name:      "wait-ignores-kept-signal",
+		Guarantee: "a signal sent before its wait begins is kept and delivered to it",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "	signalled := sig.seq != 0 && rule.Signalled != \"\"",
+			New:  "	signalled := false && sig.seq != 0 && rule.Signalled != \"\"",
+		}},
+		Tests: []Test{sqlStore("Store/Waits/SignalBeforeWait"), sqlStore("Store/Waits/SignalRacesWait"), sqlConf("Waits/SignalBeforeWait"),
+			Test{Pkg: ".", Run: "^TestCrashWaits$", Timeout: 5 * time.Minute}.full()},
+	},
+	{
+		Name:      "signal-wakes-any-run",
+		Guarantee: "a signal ends the wait of a run waiting for its key, once",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "waiterSQL = `SELECT seq FROM runs WHERE status = 'waiting' AND wait_key = ? ORDER BY seq LIMIT 1`",
+			New:  "waiterSQL = `SELECT seq FROM runs WHERE status = 'waiting' AND (wait_key = ? OR 1) ORDER BY seq LIMIT 1`",
+		}},
+		Tests: []Test{sqlStore("Store/Waits/TwoWaiters"), sqlConf("Waits/NoSlotHeld"), Test{Pkg: ".", Run: "^TestCrashWaits$", Timeout: 5 * time.Minute}.full()},
+	},
+	{
+		Name:      "children-admitted-twice",
+		Guarantee: "a handler's children are admitted once, even when the attempt that admitted them could not record it",
+		Edits: []Edit{{
+			File: "children.go",
+			Old:  "adm.Runs[j].ID = childID(a.run.ID, k, i, adm.Runs[j].Process)",
+			New:  "adm.Runs[j].ID = newID() + k[:0]",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestChildrenAdmittedOnceAfterLostRecord$"}},
+	},
+	{
+		Name:      "join-not-woken",
+		Guarantee: "a child's end wakes its parent waiting in Join",
+		Edits: []Edit{{
+			File: "children.go",
+			Old:  "\tif r.ParentID != \"\" && r.Status.Final() && e.joins.has(r.ParentID) {\n\t\te.wakeJoin(r.ParentID)\n\t}",
+			New:  "",
+		}},
+		Tests: []Test{memConf("Children/JoinOf100"), sqlConf("Children/ChildRetriesThenSucceeds")},
+	},
+	{
+		Name:      "singleton-ignored",
+		Guarantee: "Singleton admits no run while one of its key is to run",
+		Edits: []Edit{{
+			File: "emit.go",
+			Old:  "a.Runs[i].GroupKey, a.Runs[i].Group = o.group, o.policy",
+			New:  "a.Runs[i].GroupKey, a.Runs[i].Group = o.group, store.GroupNone",
+		}},
+		Tests: []Test{memConf("Groups/Singleton"), sqlConf("Groups/Debounce")},
+	},
+	{
+		Name:      "debounce-after-start",
+		Guarantee: "Debounce never changes a run that has started",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "'running', 'waiting') AND status = 'idle' AND attempts = 0",
+			New:  "'running', 'waiting') AND status = 'idle'",
+		}},
+		Tests: []Test{sqlStore("Store/Groups/DebounceNotAfterStart")},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{
@@ -491,8 +582,8 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: an attempt's end carries its lease epoch: a stale or taken-over attempt's completion changes nothing",
 		Edits: []Edit{{
 			File: "store/pgstore/sql.go",
-			Old:  "AND r.seq = i.seq AND r.status = 'running' AND r.epoch = i.epoch",
-			New:  "AND r.seq = i.seq AND r.status = 'running' AND i.epoch > 0",
+			Old:  "AND r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch",
+			New:  "AND r.seq = i.seq AND ` + stillRunning + ` AND i.epoch > 0",
 		}},
 		Tests: []Test{pgConf("Lease/StaleCompletionWhileRunning"), pgTest("TestGoneNodeRunsTakenOver")},
 		Needs: pgURL,
@@ -569,6 +660,28 @@ var pgMutations = []Mutation{
 			New:  "\tfor _, k := range keys[:0] {",
 		}},
 		Tests: []Test{pgTest("TestRunningCapExactAcrossNodes"), pgTest("TestAdmissionBoundExactAcrossNodes")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-groups-not-locked",
+		Guarantee: "PostgreSQL: a Singleton key has at most one run to run at a time across nodes",
+		Edits: []Edit{{
+			File: "store/pgstore/admit.go",
+			Old:  "\tb.Queue(s.q.lockKeys, keys)",
+			New:  "\tb.Queue(\"SELECT $1::bigint[]\", keys)",
+		}},
+		Tests: []Test{pgTest("TestSingletonWaitsForAnotherNode"), pgTest("TestSingletonExactAcrossNodes")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-signal-not-locked",
+		Guarantee: "PostgreSQL: a signal and a wait on its key never leave the signal kept while the run waits",
+		Edits: []Edit{{
+			File: "store/pgstore/signal.go",
+			Old:  "\t_, err := w.tx.Exec(w.ctx, w.s.q.lockKey, lockID(w.s.opts.Schema, \"signal\\x00\"+key))",
+			New:  "\tvar err error",
+		}},
+		Tests: []Test{pgTest("TestSignalAndWaitRaceAcrossNodes")},
 		Needs: pgURL,
 	},
 }
