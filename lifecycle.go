@@ -101,14 +101,14 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 		e.stop(r.ID) // an operator ended (or set aside) the run
 	}
 	e.announce(c, r, res.Children.Admitted)
-	// After its events: a retry that starts at once must not announce its
-	// own outcome before this one.
 	if c.join != nil || e.joins.n.Load() > 0 {
 		e.joinSettled(r, c.join)
 	}
+	// After its events: a retry that starts at once must not announce its
+	// own outcome before this one.
 	switch {
 	case r.Status == store.StatusIdle && c.u.Epoch == 0:
-		e.requeue(r) // an operator ended its wait: queued for now, not its deadline
+		e.requeue(r) // sent back by an operator: queued now, in place of a wait's deadline
 	case r.Status == store.StatusIdle, r.Status == store.StatusWaiting && !r.RetryAt.IsZero():
 		e.enqueue(itemOf(r))
 	}
