@@ -235,9 +235,6 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.joinNode(ctx); err != nil {
 		return fail(err)
 	}
-	if err := e.reclaim(ctx, true); err != nil {
-		return fail(err)
-	}
 	if e.node == nil {
 		// Rate limits resume from the state stored with the last claims, so
 		// a restart grants no new burst.
@@ -256,7 +253,19 @@ func (e *Engine) Start(ctx context.Context) error {
 	}
 	e.enqueue(pendingItems(first)...)
 	e.disp.Resume()
-	if len(first) == pendingPage {
+	// The runs a crashed predecessor left running are reclaimed once
+	// dispatch has begun: the first idle runs start meanwhile instead of
+	// waiting for every reclaim's commit, and each reclaimed run, idle
+	// again, is queued by its admission time ahead of the later runs. Start
+	// still returns only once they are all reclaimed (or the store failed:
+	// the engine runs by then, and the periodic reclaim tries again). The
+	// first page was read before any of them was made idle, so none is
+	// queued twice from it; the runs this engine claims meanwhile hold live
+	// leases of its own and are not taken for abandoned.
+	if err := e.reclaim(ctx, true); err != nil {
+		e.storeFailed("reclaim", err)
+	}
+	if len(first) == firstPendingPage {
 		e.disp.Hold()
 		e.loopWG.Add(1)
 		go e.loadPending(first[len(first)-1].Seq)
@@ -276,8 +285,14 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// pendingPage is how many idle runs Start and the loader read at a time.
-const pendingPage = 2048
+// pendingPage is how many idle runs the loader reads at a time, and
+// firstPendingPage how many Start reads before dispatch begins: few, so
+// that the first runs after a restart start within milliseconds however
+// large the backlog (the loader reads the rest meanwhile).
+const (
+	pendingPage      = 2048
+	firstPendingPage = 256
+)
 
 func pendingItems(ps []store.Pending) []dispatch.Item {
 	items := make([]dispatch.Item, len(ps))
@@ -475,7 +490,7 @@ func (e *Engine) heartbeat() {
 // At start it reclaims everything the store reports; later sweeps skip the
 // runs this engine is executing, whose leases its own heartbeat renews.
 func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
-	const batch = 256
+	const batch = 1024
 	seen := map[string]bool{}
 	for {
 		now := e.clock.Now()

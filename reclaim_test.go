@@ -3,6 +3,7 @@ package yella_test
 import (
 	"context"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,7 +52,8 @@ func TestStartReclaimsInBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Start returns once every abandoned run is reclaimed; the dispatcher
-	// starts only then, so few of the commits counted here are claims.
+	// runs meanwhile, so some of the commits counted here are the claims
+	// and ends of the runs reclaimed first.
 	commits := st.Stats().Batches - before
 	m, err := e.Metrics(ctx)
 	if err != nil {
@@ -65,6 +67,97 @@ func TestStartReclaimsInBatches(t *testing.T) {
 	}
 	if err := e.Drain(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// gatedReclaims is a store whose reclaims (the sweeper's ActionReclaim
+// updates) wait for gate to close.
+type gatedReclaims struct {
+	store.Store
+	gate chan struct{}
+}
+
+func (g *gatedReclaims) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
+	if u.Action == store.ActionReclaim {
+		select {
+		case <-g.gate:
+		case <-ctx.Done():
+			return store.UpdateResult{}, ctx.Err()
+		}
+	}
+	return g.Store.Update(ctx, u)
+}
+
+// Start dispatches the idle runs before it reclaims the runs a dead
+// process held, so that work resumes at once after a crash however many
+// runs need reclaiming: here no reclaim can commit until an idle run has
+// started, and Start still returns only once the reclaims are done.
+func TestStartDispatchesBeforeReclaiming(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	ctx := context.Background()
+	st, err := sqlitestore.Open(path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	var held []string
+	for i := range 6 {
+		id := uuid.Must(uuid.NewV7()).String()
+		if _, err := st.Admit(ctx, store.Admission{Event: "ev", Runs: []store.NewRun{{ID: id, Process: "p"}}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		if i < 5 {
+			held = append(held, id)
+		}
+	}
+	if rs, err := st.Claim(ctx, store.ClaimRequest{IDs: held, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil || len(rs) != len(held) {
+		t.Fatalf("claim: %v (%d runs)", err, len(rs))
+	}
+	st.Close()
+	if st, err = sqlitestore.Open(path, sqlitestore.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	g := &gatedReclaims{Store: st, gate: make(chan struct{})}
+	e, err := yella.New(yella.Config{Store: g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	if err := e.Register(yella.Process{Name: "p", On: "ev", Run: func(c *yella.Ctx) yella.Result {
+		once.Do(func() { close(g.gate) })
+		return c.OK(nil)
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan error, 1)
+	go func() { started <- e.Start(ctx) }()
+	select {
+	case <-g.gate:
+	case <-time.After(10 * time.Second):
+		close(g.gate) // let Start end
+		<-started
+		e.Stop(ctx)
+		t.Fatal("no run started while Start was reclaiming: dispatch waited for the reclaims")
+	}
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	m, err := e.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Totals.LeaseReclaims != int64(len(held)) {
+		t.Errorf("%d runs reclaimed when Start returned, want %d", m.Totals.LeaseReclaims, len(held))
+	}
+	if err := e.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ = e.Metrics(ctx); m.Queue[yella.StatusCompleted] != 6 {
+		t.Errorf("%d runs completed, want 6", m.Queue[yella.StatusCompleted])
 	}
 	if err := e.Stop(ctx); err != nil {
 		t.Fatal(err)

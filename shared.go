@@ -457,7 +457,7 @@ func (e *Engine) firstPending(ctx context.Context) ([]store.Pending, error) {
 		e.node.start()
 		return nil, nil
 	}
-	return e.store.Pending(ctx, 0, pendingPage)
+	return e.store.Pending(ctx, 0, firstPendingPage)
 }
 
 // stopNode ends a node's claims (no-op on another store).

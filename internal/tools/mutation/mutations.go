@@ -386,6 +386,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlStore("Store/Groups/DebounceNotAfterStart")},
 	},
 	{
+		Name:      "reclaim-before-dispatch",
+		Guarantee: "after a crash, the first runs start while Start reclaims the dead process's runs, not after every reclaim",
+		Edits: []Edit{{
+			File: "engine.go",
+			Old:  "\te.enqueue(pendingItems(first)...)\n\te.disp.Resume()",
+			New:  "\tif err := e.reclaim(ctx, true); err != nil {\n\t\treturn fail(err)\n\t}\n\te.enqueue(pendingItems(first)...)\n\te.disp.Resume()",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestStartDispatchesBeforeReclaiming$"}},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{
