@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -133,6 +134,60 @@ func BenchmarkEmitPayload(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkInFlight starts b.N handlers that each block until released
+// (at least 1,000) and reports, once all are running and after a garbage
+// collection, the goroutine stack and the live heap each one holds: the
+// cost of many slow handlers in flight, which the capacity tool's
+// inflight-10k measures as RSS.
+func BenchmarkInFlight(b *testing.B) {
+	for name, open := range stores(b) {
+		b.Run(name, func(b *testing.B) {
+			n := max(b.N, 1000)
+			st := open()
+			defer st.Close()
+			release := make(chan struct{})
+			var started sync.WaitGroup
+			started.Add(n)
+			eng, _ := yella.New(yella.Config{Store: st, Concurrency: n})
+			eng.Register(yella.Process{Name: "p", On: "e", Run: func(c *yella.Ctx) yella.Result {
+				started.Done()
+				select {
+				case <-release:
+				case <-c.Done():
+				}
+				return c.OK(nil)
+			}})
+			ctx := context.Background()
+			if err := eng.Start(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var before runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&before)
+			g0 := runtime.NumGoroutine()
+			for i := range n {
+				if _, err := eng.Emit(ctx, "e", i); err != nil {
+					b.Fatal(err)
+				}
+			}
+			started.Wait()
+			runtime.GC()
+			runtime.GC() // the first may find stacks still in use by their setup
+			var after runtime.MemStats
+			runtime.ReadMemStats(&after)
+			g := runtime.NumGoroutine() - g0
+			b.ReportMetric(float64(after.StackInuse-before.StackInuse)/float64(n), "stack-B/handler")
+			b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/float64(n), "heap-B/handler")
+			b.ReportMetric(float64(g)/float64(n), "goroutines/handler")
+			close(release)
+			if err := eng.Drain(ctx); err != nil {
+				b.Fatal(err)
+			}
+			eng.Stop(ctx)
 		})
 	}
 }

@@ -106,7 +106,7 @@ func New(cfg Config) (*Engine, error) {
 	if sh, ok := cfg.Store.(store.Shared); ok {
 		e.node = newNode(e, sh)
 	}
-	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(it) }, Freed: e.freed})
+	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(&it) }, Freed: e.freed})
 	return e, nil
 }
 
