@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -235,6 +236,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.joinNode(ctx); err != nil {
 		return fail(err)
 	}
+	if err := e.reclaimKeyed(ctx); err != nil {
+		return fail(err)
+	}
 	if e.node == nil {
 		// Rate limits resume from the state stored with the last claims, so
 		// a restart grants no new burst.
@@ -254,9 +258,10 @@ func (e *Engine) Start(ctx context.Context) error {
 	e.enqueue(pendingItems(first)...)
 	e.disp.Resume()
 	// The runs a crashed predecessor left running are reclaimed once
-	// dispatch has begun: the first idle runs start meanwhile instead of
-	// waiting for every reclaim's commit, and each reclaimed run, idle
-	// again, is queued by its admission time ahead of the later runs. Start
+	// dispatch has begun (but those with a concurrency key, reclaimed
+	// above): the first idle runs start meanwhile instead of waiting for
+	// every reclaim's commit, and each reclaimed run, idle again, is queued
+	// by its admission time ahead of the later runs. Start
 	// still returns only once they are all reclaimed (or the store failed:
 	// the engine runs by then, and the periodic reclaim tries again). The
 	// first page was read before any of them was made idle, so none is
@@ -499,29 +504,74 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 			return err
 		}
 		progress := false
-		// A page's runs are abandoned concurrently, so that the store's
-		// writer commits them together (a few transactions per page), not
-		// one commit each: recovery after a crash with many runs in flight
-		// waits for a handful of commits before the first dispatch.
-		var wg sync.WaitGroup
 		for i := range runs {
-			r := &runs[i]
-			if seen[r.ID] || (!atStart && e.tracked(r.ID)) {
+			if seen[runs[i].ID] || (!atStart && e.tracked(runs[i].ID)) {
+				runs[i].ID = "" // skipped
 				continue
 			}
-			seen[r.ID] = true
+			seen[runs[i].ID] = true
 			progress = true
+		}
+		e.abandonAll(runs, now)
+		if len(runs) < batch || !progress {
+			return nil
+		}
+	}
+}
+
+// abandonAll abandons the runs (but those whose ID is "") as reclaimed.
+// They are abandoned concurrently, so that the store's writer commits them
+// together (a few transactions per page), not one commit each: recovery
+// after a crash with many runs in flight waits for a handful of commits.
+func (e *Engine) abandonAll(runs []store.Run, now time.Time) {
+	var wg sync.WaitGroup
+	for i := range runs {
+		if r := &runs[i]; r.ID != "" {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				e.abandon(r, now, "lease expired", CodeLeaseExpired, true, nil)
 			}()
 		}
-		wg.Wait()
-		if len(runs) < batch || !progress {
-			return nil
+	}
+	wg.Wait()
+}
+
+// reclaimKeyed reclaims, before Start dispatches anything, the runs a dead
+// process held that have a concurrency key: the dispatcher counts a key's
+// running runs among those it started, and would otherwise start new runs
+// of the key while the store still holds the dead ones running, above the
+// key's bound (on a shared store a claim counts them in the store). The
+// other abandoned runs are reclaimed once dispatch has begun.
+func (e *Engine) reclaimKeyed(ctx context.Context) error {
+	if e.node != nil || !e.keyBounded() {
+		return nil
+	}
+	now := e.clock.Now()
+	runs, err := e.store.Abandoned(ctx, e.owner, now, math.MaxInt32)
+	if err != nil {
+		return err
+	}
+	for i := range runs {
+		if runs[i].ConcurrencyKey == "" {
+			runs[i].ID = ""
 		}
 	}
+	e.abandonAll(runs, now)
+	return nil
+}
+
+// keyBounded reports whether a registered process bounds its runs per
+// concurrency key.
+func (e *Engine) keyBounded() bool {
+	e.regMu.RLock()
+	defer e.regMu.RUnlock()
+	for _, p := range e.procs {
+		if p.flow.KeyConcurrency > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // abandon records that the attempt holding r is gone (see abandonment).

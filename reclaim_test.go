@@ -163,3 +163,101 @@ func TestStartDispatchesBeforeReclaiming(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// orderedReclaims is a store that records when its reclaims commit; each
+// reclaim first waits for started (or a moment), so that a run dispatched
+// before the reclaims would start first.
+type orderedReclaims struct {
+	store.Store
+	started chan struct{}
+	mu      sync.Mutex
+	last    time.Time // when the last reclaim committed
+}
+
+func (o *orderedReclaims) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
+	if u.Action != store.ActionReclaim {
+		return o.Store.Update(ctx, u)
+	}
+	select {
+	case <-o.started:
+	case <-time.After(300 * time.Millisecond):
+	}
+	res, err := o.Store.Update(ctx, u)
+	o.mu.Lock()
+	o.last = time.Now()
+	o.mu.Unlock()
+	return res, err
+}
+
+// A run that a dead process held with a concurrency key is reclaimed
+// before Start dispatches anything: the dispatcher counts a key's running
+// runs among those it starts, so an idle run of the same key (Max 1) must
+// not start while the store still holds the dead run running.
+func TestStartReclaimsKeyedRunsFirst(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "r.db")
+	ctx := context.Background()
+	proc := func(run func(*yella.Ctx) yella.Result) yella.Process {
+		return yella.Process{Name: "k", On: "ev", Run: run,
+			KeyConcurrency: &yella.KeyConcurrency{Max: 1, Key: yella.KeyFromPayload("k")}}
+	}
+	st, err := sqlitestore.Open(path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := yella.New(yella.Config{Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Register(proc(func(c *yella.Ctx) yella.Result { return c.OK(nil) })); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for range 2 {
+		em, err := e.Emit(ctx, "ev", map[string]string{"k": "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, em.Runs[0])
+	}
+	now := time.Now()
+	if rs, err := st.Claim(ctx, store.ClaimRequest{IDs: ids[:1], Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil || len(rs) != 1 {
+		t.Fatalf("claim: %v (%d runs)", err, len(rs))
+	}
+	st.Close()
+	if st, err = sqlitestore.Open(path, sqlitestore.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	o := &orderedReclaims{Store: st, started: make(chan struct{})}
+	if e, err = yella.New(yella.Config{Store: o}); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	var first time.Time // when the first handler started
+	if err := e.Register(proc(func(c *yella.Ctx) yella.Result {
+		once.Do(func() {
+			first = time.Now()
+			close(o.started)
+		})
+		return c.OK(nil)
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Drain(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.last.IsZero() {
+		t.Fatal("the dead process's run was not reclaimed")
+	}
+	if first.Before(o.last) {
+		t.Fatalf("a run of key x started %v before the key's dead run was reclaimed", o.last.Sub(first))
+	}
+}

@@ -396,6 +396,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{{Pkg: ".", Run: "^TestStartDispatchesBeforeReclaiming$"}},
 	},
 	{
+		Name:      "keyed-reclaimed-after-dispatch",
+		Guarantee: "after a crash, a concurrency key's runs do not start while the store still holds the key's dead runs running",
+		Edits: []Edit{{
+			File: "engine.go",
+			Old:  "\tif err := e.reclaimKeyed(ctx); err != nil {\n\t\treturn fail(err)\n\t}\n",
+			New:  "",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestStartReclaimsKeyedRunsFirst$"}, {Pkg: ".", Run: "^TestCrashFlowLimits$", Full: true}},
+	},
+	{
 		Name:      "cap-running-off-by-one",
 		Guarantee: "a capped process never executes more than its cap at once (dispatcher)",
 		Edits: []Edit{{
