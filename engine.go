@@ -643,7 +643,7 @@ func (e *Engine) compactRollups(c store.RollupCompactor, now time.Time) {
 	for range 10 {
 		n, err := c.CompactRollups(e.io, before, e.cfg.RetentionBatch, obs.MergeRollups)
 		if err != nil {
-			e.internalError("rollup compaction", err)
+			e.storeFailed("rollup compaction", err) // an outage, reported once as the others
 			return
 		}
 		if n < e.cfg.RetentionBatch {

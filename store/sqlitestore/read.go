@@ -243,10 +243,10 @@ func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEnt
 		return nil, err
 	}
 	var seq, created int64
-	var started sql.NullInt64
-	var status string
+	var started, completed sql.NullInt64
+	var status, errMsg, code string
 	var attempts, tl int
-	err := s.st.selRunTL.QueryRowContext(ctx, runID).Scan(&seq, &status, &attempts, &created, &started, &tl)
+	err := s.st.selRunTL.QueryRowContext(ctx, runID).Scan(&seq, &status, &attempts, &created, &started, &completed, &errMsg, &code, &tl)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, store.ErrNotFound
 	}
@@ -272,8 +272,16 @@ func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEnt
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if store.Status(status) == store.StatusRunning && started.Valid {
+	// The implicit entries (see implicitEnd): the running entry of the
+	// attempt in progress, and both entries of a first attempt that
+	// completed the run.
+	switch st := store.Status(status); {
+	case st == store.StatusRunning && started.Valid:
 		out = append(out, store.TimelineEntry{N: tl + 1, At: time.Unix(0, started.Int64), Status: store.StatusRunning, Attempt: attempts, Note: "claimed"})
+	case st == store.StatusCompleted && tl == 3 && len(out) == 1 && started.Valid && completed.Valid:
+		out = append(out,
+			store.TimelineEntry{N: 2, At: time.Unix(0, started.Int64), Status: store.StatusRunning, Attempt: attempts, Note: "claimed"},
+			store.TimelineEntry{N: 3, At: time.Unix(0, completed.Int64), Status: store.StatusCompleted, Attempt: attempts, Error: errMsg, Code: code, Note: implicitNote})
 	}
 	return out, nil
 }

@@ -214,7 +214,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			selEffects:  r(`SELECT key, status, epoch, output, error, started_at, completed_at FROM effects WHERE run_seq = ? ORDER BY key`),
 			selTimeline: r(`SELECT n, at, status, attempt, error, code, note FROM timeline WHERE run_seq = ? ORDER BY n`),
 			selData:     r(`SELECT payload, context FROM runs WHERE seq = ?`),
-			selRunTL:    r(`SELECT seq, status, attempts, created_at, started_at, tl FROM runs WHERE id = ?`),
+			selRunTL:    r(`SELECT seq, status, attempts, created_at, started_at, completed_at, error, error_code, tl FROM runs WHERE id = ?`),
 			// A root's correlation id is stored as NULL (it is its own id):
 			// id = ?1 alone would also match a child named by its own id.
 			selChain:   r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR (id = ?1 AND correlation_id IS NULL) ORDER BY depth, seq`),

@@ -367,12 +367,30 @@ func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 	if rule.RefundAttempt { // a running run has made at least one attempt
 		ran++
 	}
-	if err := w.timeline(&r, from, ran, tl, u.Now, o.Error, o.ErrorCode, o.Note); err != nil {
-		return res, err
+	if !implicitEnd(&r, from, tl, u.Now, o.Note) {
+		if err := w.timeline(&r, from, ran, tl, u.Now, o.Error, o.ErrorCode, o.Note); err != nil {
+			return res, err
+		}
 	}
 	res.Run = r
 	return res, nil
 }
+
+// implicitEnd reports that an attempt's end writes no timeline row: the
+// first attempt of a run (its entries 2 and 3, tl after the end; entry 1,
+// the admission, is implicit too) ended the run completed, with the
+// complete rule's own note, at the run's completed_at. Completed is final,
+// so such a run never gets another entry, and Timeline reads both from
+// the run's row (started_at, completed_at): most runs then have no
+// timeline row at all.
+func implicitEnd(r *store.Run, from store.Status, tl int, at time.Time, note string) bool {
+	return from == store.StatusRunning && tl == 3 && r.Status == store.StatusCompleted && note == implicitNote &&
+		r.CompletedAt.Equal(at) && !r.StartedAt.IsZero()
+}
+
+// implicitNote is the note of an implicit completion entry: the complete
+// rule's own.
+const implicitNote = "completed"
 
 // keptSignal is a signal kept for a later wait (the signals table).
 type keptSignal struct {

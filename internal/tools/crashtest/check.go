@@ -219,11 +219,19 @@ func checkRuns(db *sql.DB, r *Report, keyPrefix string) (status map[string]strin
 	return status, byKey, nil
 }
 
-// checkCompletions finds the runs whose timeline completes them more than
-// once.
+// CompletedTwiceSQL selects the ids of the runs whose timeline completes
+// them more than once: its completed rows, and the implicit completion of
+// a run that its first attempt completed (completed, tl = 3, and no row
+// for entries 2 and 3: the stores read those entries from the run's row).
+const CompletedTwiceSQL = `SELECT r.id FROM runs r
+	WHERE (SELECT count(*) FROM timeline t WHERE t.run_seq = r.seq AND t.status = 'completed')
+		+ CASE WHEN r.status = 'completed' AND r.tl = 3
+			AND NOT EXISTS (SELECT 1 FROM timeline t WHERE t.run_seq = r.seq AND t.n IN (2, 3)) THEN 1 ELSE 0 END > 1`
+
+// checkCompletions finds the runs completed more than once
+// (CompletedTwiceSQL).
 func checkCompletions(db *sql.DB, r *Report) error {
-	rows, err := db.Query(`SELECT r.id FROM timeline t JOIN runs r ON r.seq = t.run_seq
-		WHERE t.status = 'completed' GROUP BY r.id HAVING count(*) > 1`)
+	rows, err := db.Query(CompletedTwiceSQL)
 	if err != nil {
 		return err
 	}

@@ -118,7 +118,7 @@ var coreMutations = []Mutation{
 		Guarantee: "a fresh process resumes a dead owner's runs at once, not after their leases",
 		Edits: []Edit{{
 			File: "engine.go",
-			Old:  "\tif err := e.reclaim(ctx, true); err != nil {\n\t\treturn fail(err)\n\t}\n",
+			Old:  "\tif err := e.reclaim(ctx, true); err != nil {\n\t\te.storeFailed(\"reclaim\", err)\n\t}\n",
 			New:  "\tgo func() { time.Sleep(2 * time.Second); e.reclaim(e.io, true) }()\n",
 		}},
 		Tests: []Test{sqlConf("Restart/DeadOwnerReclaimedAtStart"), crashPoints},
@@ -404,6 +404,16 @@ var coreMutations = []Mutation{
 			New:  "",
 		}},
 		Tests: []Test{{Pkg: ".", Run: "^TestStartReclaimsKeyedRunsFirst$"}, {Pkg: ".", Run: "^TestCrashFlowLimits$", Full: true}},
+	},
+	{
+		Name:      "sqlite-implicit-timeline-too-wide",
+		Guarantee: "a run's timeline reads the same whether or not its first attempt's entries are implicit; only a plain first-attempt completion leaves them implicit",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "r.Status == store.StatusCompleted && note == implicitNote &&",
+			New:  "r.Status == store.StatusCompleted &&",
+		}},
+		Tests: []Test{sqlTest("TestImplicitCompletionTimeline")},
 	},
 	{
 		Name:      "cap-running-off-by-one",

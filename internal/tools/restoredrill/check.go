@@ -85,8 +85,7 @@ func readDB(path string) (dbState, error) {
 	if err := rows.Err(); err != nil {
 		return s, err
 	}
-	rows, err = db.Query(`SELECT r.id FROM timeline t JOIN runs r ON r.seq = t.run_seq
-		WHERE t.status = 'completed' GROUP BY r.id HAVING count(*) > 1`)
+	rows, err = db.Query(crashtest.CompletedTwiceSQL)
 	if err != nil {
 		return s, err
 	}
