@@ -255,23 +255,26 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
+	more := len(first) == firstPendingPage
+	if more {
+		e.disp.Hold() // released by loadPending once it has read the rest
+	}
 	e.enqueue(pendingItems(first)...)
 	e.disp.Resume()
 	// The runs a crashed predecessor left running are reclaimed once
 	// dispatch has begun (but those with a concurrency key, reclaimed
 	// above): the first idle runs start meanwhile instead of waiting for
 	// every reclaim's commit, and each reclaimed run, idle again, is queued
-	// by its admission time ahead of the later runs. Start
-	// still returns only once they are all reclaimed (or the store failed:
-	// the engine runs by then, and the periodic reclaim tries again). The
-	// first page was read before any of them was made idle, so none is
-	// queued twice from it; the runs this engine claims meanwhile hold live
-	// leases of its own and are not taken for abandoned.
+	// by its admission time ahead of the later runs. Start still returns
+	// only once they are all reclaimed (or the store failed: the engine
+	// runs by then, and the periodic reclaim tries again). The first page
+	// was read before any of them was made idle, so none is queued twice
+	// from it; the runs this engine claims meanwhile hold live leases of
+	// its own and are not taken for abandoned.
 	if err := e.reclaim(ctx, true); err != nil {
 		e.storeFailed("reclaim", err)
 	}
-	if len(first) == firstPendingPage {
-		e.disp.Hold()
+	if more {
 		e.loopWG.Add(1)
 		go e.loadPending(first[len(first)-1].Seq)
 	}
