@@ -77,16 +77,23 @@ func Children[K EffectKey](c *Ctx, key K, event string, payloads []any) ([]strin
 			as[i] = adm
 		}
 		// An attempt that admitted them and did not record it (a crash
-		// in between): its admission stands, with what it dropped.
-		var existing []string
-		for _, id := range ids {
-			if _, err := e.store.Run(ctx, id); err == nil {
-				existing = append(existing, id)
-			} else if !errors.Is(err, store.ErrNotFound) {
-				return nil, err
-			}
+		// in between): its admission stands, with what it dropped. One
+		// read for all of them.
+		found, err := e.store.RunsByID(ctx, ids)
+		if err != nil {
+			return nil, err
 		}
-		if len(existing) > 0 {
+		if len(found) > 0 {
+			have := make(map[string]bool, len(found))
+			for _, r := range found {
+				have[r.ID] = true
+			}
+			var existing []string
+			for _, id := range ids {
+				if have[id] {
+					existing = append(existing, id)
+				}
+			}
 			return existing, nil
 		}
 		res, err := e.store.AdmitBatch(ctx, as)
@@ -203,14 +210,23 @@ func joinWaitKey(jk string, n int) string { return jk + "/wait/" + strconv.Itoa(
 // children's ends send it.
 func joinSignal(runID string) string { return "yella:join:" + runID }
 
-// joinState reads the runs ids: how the final ones ended, in order, and
-// how many are final.
+// joinState reads the runs ids, all in one read: how the final ones
+// ended, in order, and how many are final. An unknown id is an error
+// (ErrNotFound).
 func (e *Engine) joinState(ctx context.Context, ids []string) ([]JoinResult, int, error) {
+	runs, err := e.store.RunsByID(ctx, ids)
+	if err != nil {
+		return nil, 0, err
+	}
+	byID := make(map[string]*store.Run, len(runs))
+	for i := range runs {
+		byID[runs[i].ID] = &runs[i]
+	}
 	var out []JoinResult
 	for _, id := range ids {
-		r, err := e.store.Run(ctx, id)
-		if err != nil {
-			return nil, 0, err
+		r, ok := byID[id]
+		if !ok {
+			return nil, 0, fmt.Errorf("join: run %s: %w", id, store.ErrNotFound)
 		}
 		if r.Status.Final() {
 			out = append(out, JoinResult{RunID: r.ID, Status: Status(r.Status), Output: r.Output, Error: r.Error, ErrorCode: Code(r.ErrorCode)})

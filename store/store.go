@@ -685,6 +685,10 @@ type Store interface {
 
 	// Run returns one run, or ErrNotFound.
 	Run(ctx context.Context, id string) (Run, error)
+	// RunsByID returns the runs that exist among ids, each once, in no
+	// particular order: one read for many runs (a parent's children) where
+	// Run would be one each.
+	RunsByID(ctx context.Context, ids []string) ([]Run, error)
 	// Runs lists runs matching f in Seq order.
 	Runs(ctx context.Context, f RunFilter) ([]Run, error)
 	// CountRuns counts runs matching f (ignoring Order, After and Limit).

@@ -621,6 +621,23 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 	return cloneRun(r), nil
 }
 
+// RunsByID implements store.Store.
+func (s *Store) RunsByID(ctx context.Context, ids []string) ([]store.Run, error) {
+	if err := s.lock(); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	var out []store.Run
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if r, ok := s.runs[id]; ok && !seen[id] {
+			seen[id] = true
+			out = append(out, cloneRun(r))
+		}
+	}
+	return out, nil
+}
+
 func (s *Store) compact() {
 	if s.pruned == 0 || s.pruned < len(s.order)/2 {
 		return

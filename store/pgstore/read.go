@@ -25,6 +25,22 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 	return r, err
 }
 
+// RunsByID implements store.Store: one statement, the runs found by
+// their seqs in run_ids.
+func (s *Store) RunsByID(ctx context.Context, ids []string) ([]store.Run, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, s.q.selRunsByID, ids)
+	if err != nil {
+		return nil, err
+	}
+	return collectRuns(rows)
+}
+
 // where builds the WHERE clause of a filter, with placeholders only: no
 // input is ever spliced into SQL.
 func where(schema string, f *store.RunFilter, statuses []store.Status) (string, []any) {

@@ -90,7 +90,7 @@ type queries struct {
 	effStartMany, effFinishMany, effClear, effDone, effWait, setCtx, holdRate, heartbeat        string
 	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                     string
 	addCounts, idsExist, insRollup, insError                                                    string
-	selRun, selChain, selTimeline, selRunTL, selEffects, selPending                             string
+	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                string
 	selCounts, selAbandoned, selRollups, selErrors                                              string
 	prune, pruneRollups, pruneErrors, pruneKeys, compactRollups                                 string
 	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                            string
@@ -377,6 +377,7 @@ func newQueries(schema string) queries {
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`)
 
 	q.selRun = s(`SELECT ` + runCols + ` FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1)`)
+	q.selRunsByID = s(`SELECT ` + runCols + ` FROM $S.runs WHERE seq = ANY(ARRAY(SELECT seq FROM $S.run_ids WHERE id = ANY($1)))`)
 	// A root's correlation id is stored as NULL (it is its own id):
 	// id = $1 alone would also match a child named by its own id.
 	q.selChain = s(`SELECT ` + runCols + ` FROM $S.runs WHERE correlation_id = $1 OR (seq = (SELECT seq FROM $S.run_ids WHERE id = $1) AND correlation_id IS NULL) ORDER BY depth, seq`)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,6 +23,37 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 		return r, store.ErrNotFound
 	}
 	return r, err
+}
+
+// runsByIDChunk is how many ids one statement of RunsByID looks up.
+const runsByIDChunk = 500
+
+// RunsByID implements store.Store: one statement per runsByIDChunk ids,
+// each run found through the id index.
+func (s *Store) RunsByID(ctx context.Context, ids []string) ([]store.Run, error) {
+	if err := s.readable(); err != nil {
+		return nil, err
+	}
+	var out []store.Run
+	ids = slices.Compact(slices.Sorted(slices.Values(ids))) // each run once, whichever chunk names it
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), runsByIDChunk)]
+		ids = ids[len(chunk):]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := s.rdb.QueryContext(ctx, "SELECT "+runCols+" FROM runs WHERE id IN (?"+strings.Repeat(", ?", len(chunk)-1)+")", args...)
+		if err != nil {
+			return nil, err
+		}
+		rs, err := collectRuns(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
 }
 
 // where builds the WHERE clause of a filter, with placeholders only: no

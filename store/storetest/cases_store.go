@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"time"
 
@@ -190,6 +191,44 @@ func storeRunCases() []Case {
 			expect(h, "status", again.Status, store.StatusIdle)
 			again.Payload[0] = '['
 			expect(h, "payload after 2nd mutation", string(h.Run(r.ID).Payload), `{"n":{"x":1}}`)
+		}},
+		Case{Name: "Store/RunsByID", Fn: func(h *H) {
+			// Many runs in one read, each as Run returns it, each once
+			// however often its id is named; unknown ids are left out.
+			var ids, asked []string
+			for i := range 1200 {
+				r := h.Admit("p", "ev", map[string]int{"i": i})
+				ids = append(ids, r.ID)
+				asked = append(asked, r.ID, newID())
+			}
+			done := h.Claim(ids[7], "o", time.Minute)
+			if _, err := h.St.Update(h.Ctx(), store.Update{RunID: done.ID, Epoch: done.Epoch, Now: h.Now(), To: store.StatusCompleted, Output: json.RawMessage(`7`)}); err != nil {
+				h.Fatal(err)
+			}
+			asked = append(asked, ids[0], ids[1199], ids[7])
+			got, err := h.St.RunsByID(h.Ctx(), asked)
+			expect(h, "err", err, nil)
+			expect(h, "runs", len(got), len(ids))
+			seen := map[string]bool{}
+			for _, r := range got {
+				if seen[r.ID] {
+					h.Fatalf("run %s returned twice", r.ID)
+				}
+				seen[r.ID] = true
+				want := h.Run(r.ID)
+				if !reflect.DeepEqual(r, want) {
+					h.Fatalf("RunsByID gave\n%+v\nRun gives\n%+v", r, want)
+				}
+			}
+			for _, id := range ids {
+				expect(h, "found "+id, seen[id], true)
+			}
+			none, err := h.St.RunsByID(h.Ctx(), []string{newID()})
+			expect(h, "unknown err", err, nil)
+			expect(h, "unknown runs", len(none), 0)
+			empty, err := h.St.RunsByID(h.Ctx(), nil)
+			expect(h, "empty err", err, nil)
+			expect(h, "empty runs", len(empty), 0)
 		}},
 		Case{Name: "Store/Update/TransitionAppendsTimeline", Spec: []int{33, 72, 37, 76}, Fn: func(h *H) {
 			r := h.Claim(h.Admit("p", "ev", nil).ID, "o", time.Minute)
