@@ -403,7 +403,9 @@ var coreMutations = []Mutation{
 			Old:  "\tif err := e.reclaimKeyed(ctx); err != nil {\n\t\treturn fail(err)\n\t}\n",
 			New:  "",
 		}},
-		Tests: []Test{{Pkg: ".", Run: "^TestStartReclaimsKeyedRunsFirst$"}, {Pkg: ".", Run: "^TestCrashFlowLimits$", Full: true}},
+		// TestCrashFlowLimits found it, but only in one run of three: not
+		// named here, since a mutation must fail every test it names.
+		Tests: []Test{{Pkg: ".", Run: "^TestStartReclaimsKeyedRunsFirst$"}},
 	},
 	{
 		Name:      "sqlite-implicit-timeline-too-wide",
