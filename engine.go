@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -506,36 +507,35 @@ func (e *Engine) reclaim(ctx context.Context, atStart bool) error {
 		if err != nil {
 			return err
 		}
-		progress := false
-		for i := range runs {
-			if seen[runs[i].ID] || (!atStart && e.tracked(runs[i].ID)) {
-				runs[i].ID = "" // skipped
+		n := len(runs)
+		todo := runs[:0]
+		for _, r := range runs {
+			if seen[r.ID] || (!atStart && e.tracked(r.ID)) {
 				continue
 			}
-			seen[runs[i].ID] = true
-			progress = true
+			seen[r.ID] = true
+			todo = append(todo, r)
 		}
-		e.abandonAll(runs, now)
-		if len(runs) < batch || !progress {
+		e.abandonAll(todo, now)
+		if n < batch || len(todo) == 0 {
 			return nil
 		}
 	}
 }
 
-// abandonAll abandons the runs (but those whose ID is "") as reclaimed.
-// They are abandoned concurrently, so that the store's writer commits them
-// together (a few transactions per page), not one commit each: recovery
-// after a crash with many runs in flight waits for a handful of commits.
+// abandonAll abandons the runs as reclaimed. They are abandoned
+// concurrently, so that the store's writer commits them together (a few
+// transactions per page), not one commit each: recovery after a crash with
+// many runs in flight waits for a handful of commits.
 func (e *Engine) abandonAll(runs []store.Run, now time.Time) {
 	var wg sync.WaitGroup
 	for i := range runs {
-		if r := &runs[i]; r.ID != "" {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				e.abandon(r, now, "lease expired", CodeLeaseExpired, true, nil)
-			}()
-		}
+		r := &runs[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e.abandon(r, now, "lease expired", CodeLeaseExpired, true, nil)
+		}()
 	}
 	wg.Wait()
 }
@@ -555,12 +555,7 @@ func (e *Engine) reclaimKeyed(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for i := range runs {
-		if runs[i].ConcurrencyKey == "" {
-			runs[i].ID = ""
-		}
-	}
-	e.abandonAll(runs, now)
+	e.abandonAll(slices.DeleteFunc(runs, func(r store.Run) bool { return r.ConcurrencyKey == "" }), now)
 	return nil
 }
 

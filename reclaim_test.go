@@ -14,6 +14,23 @@ import (
 	"github.com/yella-go/yella/store/sqlitestore"
 )
 
+// heldByDeadProcess claims the runs ids in st (the SQLite file at path)
+// for a lease owner that then dies: st is closed and the file opened
+// again, as a restarted process opens it.
+func heldByDeadProcess(t *testing.T, st *sqlitestore.Store, path string, ids []string) *sqlitestore.Store {
+	t.Helper()
+	now := time.Now()
+	if rs, err := st.Claim(context.Background(), store.ClaimRequest{IDs: ids, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil || len(rs) != len(ids) {
+		t.Fatalf("claim: %v (%d runs)", err, len(rs))
+	}
+	st.Close()
+	st, err := sqlitestore.Open(path, sqlitestore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
 // Start reclaims the runs a dead process held in a few write transactions,
 // not one commit each: 300 abandoned runs take far fewer than 300 commits.
 func TestStartReclaimsInBatches(t *testing.T) {
@@ -32,13 +49,7 @@ func TestStartReclaimsInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if rs, err := st.Claim(ctx, store.ClaimRequest{IDs: ids, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil || len(rs) != n {
-		t.Fatalf("claim: %v (%d runs)", err, len(rs))
-	}
-	st.Close() // the process that held the leases is gone
-	if st, err = sqlitestore.Open(path, sqlitestore.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	st = heldByDeadProcess(t, st, path, ids)
 	defer st.Close()
 	e, err := yella.New(yella.Config{Store: st})
 	if err != nil {
@@ -113,13 +124,7 @@ func TestStartDispatchesBeforeReclaiming(t *testing.T) {
 			held = append(held, id)
 		}
 	}
-	if rs, err := st.Claim(ctx, store.ClaimRequest{IDs: held, Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil || len(rs) != len(held) {
-		t.Fatalf("claim: %v (%d runs)", err, len(rs))
-	}
-	st.Close()
-	if st, err = sqlitestore.Open(path, sqlitestore.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	st = heldByDeadProcess(t, st, path, held)
 	defer st.Close()
 	g := &gatedReclaims{Store: st, gate: make(chan struct{})}
 	e, err := yella.New(yella.Config{Store: g})
@@ -219,14 +224,7 @@ func TestStartReclaimsKeyedRunsFirst(t *testing.T) {
 		}
 		ids = append(ids, em.Runs[0])
 	}
-	now := time.Now()
-	if rs, err := st.Claim(ctx, store.ClaimRequest{IDs: ids[:1], Owner: "dead", Now: now, LeaseUntil: now.Add(time.Hour)}); err != nil || len(rs) != 1 {
-		t.Fatalf("claim: %v (%d runs)", err, len(rs))
-	}
-	st.Close()
-	if st, err = sqlitestore.Open(path, sqlitestore.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	st = heldByDeadProcess(t, st, path, ids[:1])
 	defer st.Close()
 	o := &orderedReclaims{Store: st, started: make(chan struct{})}
 	if e, err = yella.New(yella.Config{Store: o}); err != nil {
