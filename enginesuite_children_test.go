@@ -94,6 +94,25 @@ func childrenCases() []Case {
 			Expect(h, "failed once", fails.Load(), int32(1))
 			Expect(h, "output", string(r.Output), `{"failed":0,"joined":3,"sum":6}`)
 		}},
+		Case{Name: "Children/ChildEndWakesParent", Note: "new: children that end only after their parent waits in Join wake it at once, not at the join's next poll", Fn: func(h *H) {
+			var parentRuns atomic.Int32
+			gate := make(chan struct{})
+			e := h.Started(yella.Config{}, fanOut(3, 0, &parentRuns), doubler(func(c *yella.Ctx, n int) yella.Result {
+				select {
+				case <-gate:
+				case <-c.Done():
+					return c.Error(c.Err())
+				}
+				return c.OK(2 * n)
+			}))
+			id := h.One(e, "batch", nil)
+			h.WaitStatus(id, store.StatusWaiting)
+			close(gate)
+			// WaitStatus gives up after 5 s, half the join's poll: only a
+			// child's end can have woken the parent.
+			r := h.WaitStatus(id, store.StatusCompleted)
+			Expect(h, "output", string(r.Output), `{"failed":0,"joined":3,"sum":6}`)
+		}},
 		Case{Name: "Children/ChildFailsForGood", Note: "new: a child that fails for good reaches the join as an error the parent handles", Fn: func(h *H) {
 			var parentRuns atomic.Int32
 			e := h.Started(yella.Config{}, fanOut(3, 0, &parentRuns), doubler(func(c *yella.Ctx, n int) yella.Result {

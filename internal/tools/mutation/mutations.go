@@ -363,7 +363,7 @@ var coreMutations = []Mutation{
 			Old:  "\tif r.ParentID != \"\" && r.Status.Final() && e.joins.has(r.ParentID) {\n\t\te.wakeJoin(r.ParentID)\n\t}",
 			New:  "",
 		}},
-		Tests: []Test{memConf("Children/JoinOf100"), sqlConf("Children/ChildRetriesThenSucceeds")},
+		Tests: []Test{memConf("Children/ChildEndWakesParent"), sqlConf("Children/ChildEndWakesParent")},
 	},
 	{
 		Name:      "singleton-ignored",
