@@ -47,17 +47,18 @@ type fRun struct {
 
 // floorRun runs the floor for workload w ("noop", "effect", "chain") on a
 // fresh schema: setup and admission, then ready() and, once it returns,
-// the timed drain.
-func floorRun(url, schema, w string, n int, ready func()) error {
+// the timed drain. It returns the drain's commands and transactions, as
+// the engine's store counts them.
+func floorRun(url, schema, w string, n int, ready func()) (cmdCount, txCount int64, err error) {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
 	defer pool.Close()
 	s := pgx.Identifier{schema}.Sanitize()
 	if _, err := pool.Exec(ctx, fmt.Sprintf(floorDDL, s)); err != nil {
-		return err
+		return 0, 0, err
 	}
 	total, roots := n, n
 	if w == "chain" {
@@ -69,7 +70,7 @@ func floorRun(url, schema, w string, n int, ready func()) error {
 			ps = append(ps, fmt.Appendf(nil, `{"i":%d}`, j))
 		}
 		if _, err := pool.Exec(ctx, `INSERT INTO `+s+`.runs (stage, status, payload) SELECT 1, 'idle', p FROM unnest($1::bytea[]) p`, ps); err != nil {
-			return err
+			return 0, 0, err
 		}
 	}
 	claimSQL := `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1
@@ -111,6 +112,7 @@ func floorRun(url, schema, w string, n int, ready func()) error {
 				}
 				return
 			}
+			cmdCount, txCount = cmdCount+int64(len(batch)), txCount+1
 			for _, c := range batch {
 				close(c.ack)
 			}
@@ -175,13 +177,14 @@ func floorRun(url, schema, w string, n int, ready func()) error {
 		select {
 		case <-freed:
 		case err := <-writerDone:
-			return err
+			return 0, 0, err
 		}
 	}
 	close(work)
 	wg.Wait()
 	close(cmds)
-	return <-writerDone
+	err = <-writerDone // received after the writer's last count: no race
+	return cmdCount, txCount, err
 }
 
 // floorCommit runs one batch in one transaction: its claims, one

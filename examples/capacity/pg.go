@@ -281,7 +281,7 @@ func pgChildMain(kind string, args []string) {
 	}
 	switch kind {
 	case "pg-floor":
-		err := floorRun(url, schema, w, runs, func() {
+		cmds, txs, err := floorRun(url, schema, w, runs, func() {
 			fmt.Println("ready")
 			wait("go")
 			profile()
@@ -292,7 +292,11 @@ func pgChildMain(kind string, args []string) {
 		}
 		fmt.Println("drained")
 		wait("stop")
-		b, _ := json.Marshal(result{MaxRSSMB: maxRSSMB()})
+		r := result{MaxRSSMB: maxRSSMB(), Seconds: float64(txs)}
+		if txs > 0 {
+			r.CmdsPerTx = float64(cmds) / float64(txs)
+		}
+		b, _ := json.Marshal(r)
 		fmt.Println(string(b))
 	case "pg-engine":
 		ctx := context.Background()
