@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/yella-go/yella/store"
 )
 
 // TestPlans: the statements whose cost matters use the index they were
@@ -32,6 +34,7 @@ func TestPlans(t *testing.T) {
 		{"kept signal", keptSignalSQL, []string{"SEARCH signals USING INDEX signals_key (key=?)"}},
 		{"singleton", singletonSQL, []string{"SEARCH runs USING INDEX runs_group (process=? AND group_key=?)"}},
 		{"debounce", debounceSQL, []string{"SEARCH runs USING INDEX runs_group (process=? AND group_key=?)"}},
+		{"active runs of a process", activeSQL, []string{"SEARCH runs USING INDEX runs_status (status=?)"}},
 	} {
 		plan := explain(t, s, c.sql)
 		for _, w := range c.want {
@@ -43,6 +46,41 @@ func TestPlans(t *testing.T) {
 			if strings.Contains(plan, bad) {
 				t.Errorf("%s: plan\n%s\nhas %q", c.name, plan, bad)
 			}
+		}
+	}
+}
+
+// TestListingPlans: a listing never sorts, whatever its filter. With a
+// process or an event (no index on either), it reads the table in the
+// listing's own order (seq, the rowid), from its cursor, unless it lists
+// one status other than completed: then the status index, in seq order.
+func TestListingPlans(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "plans.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	idle, completed := []store.Status{store.StatusIdle}, []store.Status{store.StatusCompleted}
+	for _, c := range []struct {
+		name     string
+		f        store.RunFilter
+		statuses []store.Status
+		want     string
+	}{
+		{"process", store.RunFilter{Process: "p"}, nil, "SCAN runs"},
+		{"event, oldest first, after a cursor", store.RunFilter{Event: "e", Order: store.OldestFirst, After: 7}, nil, "SEARCH runs USING INTEGER PRIMARY KEY (rowid>?)"},
+		{"process, after a cursor", store.RunFilter{Process: "p", After: 7}, nil, "SEARCH runs USING INTEGER PRIMARY KEY (rowid<?)"},
+		{"process, completed", store.RunFilter{Process: "p"}, completed, "SCAN runs"},
+		{"process, idle", store.RunFilter{Process: "p"}, idle, "SEARCH runs USING INDEX runs_status (status=?)"},
+		{"event, idle, after a cursor", store.RunFilter{Event: "e", After: 7}, idle, "SEARCH runs USING INDEX runs_status (status=? AND rowid<?)"},
+	} {
+		w, _ := where(&c.f, c.statuses)
+		plan := explain(t, s, listSQL(&c.f, c.statuses, w))
+		if !strings.Contains(plan, c.want) {
+			t.Errorf("%s: plan\n%s\nlacks %q", c.name, plan, c.want)
+		}
+		if strings.Contains(plan, "TEMP B-TREE") {
+			t.Errorf("%s: plan\n%s\nsorts", c.name, plan)
 		}
 	}
 }

@@ -37,6 +37,10 @@ func (w *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
 	return st.ExecContext(w.ctx, args...)
 }
 
+// activeSQL counts the idle and running runs of a process, read from the
+// status index (there is no index on process: see migration 6).
+const activeSQL = `SELECT count(*) FROM runs INDEXED BY runs_status WHERE status IN ('idle', 'running') AND process = ?`
+
 // active is the number of idle or running runs of process, including this
 // batch's changes. A process's count is read from the database the first
 // time a capped admission needs it, then kept up to date in memory, so
@@ -49,8 +53,7 @@ func (w *wtx) active(process string) (int, error) {
 		// The query sees this batch's uncommitted changes, which dActive
 		// holds too: subtract them to get the committed count.
 		var q int
-		err := w.s.conn.QueryRowContext(w.ctx, `SELECT count(*) FROM runs INDEXED BY runs_process
-			WHERE process = ? AND status IN ('idle', 'running')`, process).Scan(&q)
+		err := w.s.conn.QueryRowContext(w.ctx, activeSQL, process).Scan(&q)
 		if err != nil {
 			return 0, err
 		}
