@@ -138,8 +138,12 @@ func childrenCases() []Case {
 			id := h.One(e, "batch", nil)
 			r := h.WaitStatus(id, store.StatusCompleted)
 			Expect(h, "output", string(r.Output), `{"failed":0,"joined":1,"sum":10}`)
-			n, _ := h.St.CountRuns(h.Ctx(), store.RunFilter{Statuses: []store.Status{store.StatusWaiting}, Limit: 1})
-			Expect(h, "the two others still wait", n, int64(2))
+			// The parent may end before the two others have begun to wait;
+			// they must get there (and not end: nothing signals them).
+			h.WaitFor("the two others to wait", func() bool {
+				n, _ := h.St.CountRuns(h.Ctx(), store.RunFilter{Statuses: []store.Status{store.StatusWaiting}, Limit: 1})
+				return n == 2
+			})
 		}},
 		Case{Name: "Children/JoinAcrossRestart", Durable: true, Note: "new: a parent waiting in a join on a restarted engine still completes when its children end", Fn: func(h *H) {
 			clk := h.Fake()
