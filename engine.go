@@ -51,8 +51,9 @@ type Engine struct {
 	// io is the context of store calls: never cancelled, so that a hard stop
 	// can still record what it abandons.
 	io context.Context
-	// runCtx is the parent of every handler's context; a hard stop cancels
-	// it with errStopped.
+	// runCtx ends at a hard stop (cause errStopped): the engine's loops
+	// watch it. Handlers' contexts are not its children: a hard stop
+	// cancels each attempt (stopAttempts).
 	runCtx  context.Context
 	stopRun context.CancelCauseFunc
 
@@ -61,12 +62,15 @@ type Engine struct {
 	stopped  chan struct{} // closed when Stop has finished
 	running  map[string]*attempt
 	trackSeq uint64
-	timers   map[int]func() bool
-	timerSeq int
-	loopWG   sync.WaitGroup
-	loopsOff bool
-	backoff  time.Duration  // claim-failure backoff
-	writing  map[string]int // runs whose outcome is being recorded (retried while the store fails)
+	// attemptsStopped: a hard stop ended every attempt; one tracked
+	// later ends at once.
+	attemptsStopped bool
+	timers          map[int]func() bool
+	timerSeq        int
+	loopWG          sync.WaitGroup
+	loopsOff        bool
+	backoff         time.Duration  // claim-failure backoff
+	writing         map[string]int // runs whose outcome is being recorded (retried while the store fails)
 }
 
 type engineState int
@@ -396,14 +400,14 @@ func (e *Engine) Stop(ctx context.Context) error {
 	select {
 	case <-e.disp.Quiet():
 	case <-ctx.Done():
-		e.stopRun(errStopped)
+		e.stopAttempts()
 		<-e.disp.Quiet()
 		stopErr = &Error{Code: CodeGracefulStopTimeout, Op: "stop", Msg: "in-flight runs were abandoned", Err: ctx.Err()}
 	}
 	e.stopLoops()
 	e.flush(time.Time{})
 	e.disp.Close()
-	e.stopRun(errStopped)
+	e.stopAttempts()
 	e.leaveNode()
 	e.mu.Lock()
 	e.state = stateStopped

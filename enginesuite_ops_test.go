@@ -311,6 +311,31 @@ func opsCases() []Case {
 			_, err = e.Run(h.Ctx(), id)
 			Expect(h, "queries still work", err, nil)
 		}},
+		Case{Name: "Stop/HardStopCancelsHandlers", Note: "a hard stop ends every running handler's context with the stop as its cause; the handler returns later and its result is fenced", Fn: func(h *H) {
+			var cause atomic.Value
+			ended := make(chan struct{})
+			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				defer close(ended)
+				select {
+				case <-c.Done():
+					cause.Store(errString(context.Cause(c)))
+				case <-time.After(2 * time.Second): // not cancelled: returns on its own
+				}
+				return c.OK(nil)
+			}))
+			id := h.One(e, "ev", nil)
+			h.WaitEvent(yella.RunStarted, id)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+			defer cancel()
+			err := e.Stop(ctx)
+			<-ended
+			Expect(h, "stop timeout", errors.Is(err, yella.ErrStopTimeout), true)
+			c, _ := cause.Load().(string)
+			ExpectContains(h, "handler's context ended by the stop", c, "stopped")
+			r := h.Run(id)
+			Expect(h, "abandoned, not completed", r.Status, store.StatusIdle)
+			Expect(h, "reason", r.ErrorCode, string(yella.CodeStopped))
+		}},
 		Case{Name: "Stop/HardStopBudget", Note: "fixed: hard stops count attempts, so a run that never finishes reaches the dead letters", Fn: func(h *H) {
 			for i := range 2 {
 				release := newGate()

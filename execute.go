@@ -15,60 +15,76 @@ import (
 
 // attempt is one execution of one run by this engine.
 type attempt struct {
-	e        *Engine
-	item     dispatch.Item
+	e *Engine
+	// item is the dispatcher's item, shared with the goroutine that
+	// executes the attempt (Dispatcher.Start hands it over): not copied,
+	// since an attempt lives as long as its handler, and 10,000 waiting
+	// handlers are 10,000 attempts.
+	item     *dispatch.Item
 	run      store.Run
 	proc     *registered
 	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	end      context.CancelCauseFunc // ends ctx: only through cancel
 	started  time.Time
 	trackSeq uint64
+	// ended is set by the first cancel, the one whose cause ctx keeps.
+	ended atomic.Bool
 
 	// over is set by whoever finalizes the attempt first: the handler
 	// returning, or an abort (timeout, cancel, lease loss, hard stop).
 	over atomic.Bool
 
-	mu         sync.Mutex
-	stopTimer  func() bool
-	stopAbortF func() bool
-	fence      *effectFenced // set when an effect of unknown outcome was met
-	vars       map[string]json.RawMessage
-	effects    map[string]store.Effect
-	inflight   map[string]bool
-	wait       *wait // set when the handler reached a wait (ErrWaiting)
+	mu        sync.Mutex
+	stopTimer func() bool
+	fence     *effectFenced // set when an effect of unknown outcome was met
+	vars      map[string]json.RawMessage
+	effects   map[string]store.Effect
+	inflight  map[string]bool
+	wait      *wait // set when the handler reached a wait (ErrWaiting)
 }
 
-// execute claims one dispatched run and executes it. The handler runs on
-// this goroutine; the setup runs in functions that return before it, and
-// the item comes by pointer (by value, a copy of it in this frame and in
-// the goroutine's entry frame would hold a few hundred bytes), so the
-// goroutine's stack stays small while the handler waits: the garbage
-// collector halves a stack that is less than a quarter used, and 10,000
-// waiting handlers cost 10,000 small stacks.
+// execute claims one dispatched run and starts its handler on a goroutine
+// of its own. The claim's path (the store call, the attempt's setup) is
+// deep, and a goroutine's stack never shrinks back once grown past a
+// quarter in use; the handler's goroutine starts with a small stack that
+// only the handler's own calls grow, and 10,000 waiting handlers cost
+// 10,000 small stacks.
 func (e *Engine) execute(it *dispatch.Item) {
-	a := e.begin(*it)
-	if a == nil {
-		return
+	if a := e.begin(it); a != nil {
+		go a.execute()
 	}
-	res := a.call()
+}
+
+// execute runs the handler and records its result, unless an abort
+// (timeout, cancel, lease loss, stop) decided the attempt first. Its frame
+// and call's are kept small: they are under the handler's frames for as
+// long as the handler runs.
+func (a *attempt) execute() {
+	var res Result
+	a.call(&res)
+	a.handlerReturned(&res)
+}
+
+//go:noinline
+func (a *attempt) handlerReturned(res *Result) {
 	if a.ctx.Err() != nil {
-		return // aborted (timeout, cancel, lease loss, stop): aborted decides
+		return // aborted: aborted decides
 	}
 	if a.over.CompareAndSwap(false, true) {
-		a.finalize(res, false)
+		a.finalize(*res, false)
 	}
 }
 
 // begin claims the run and prepares its attempt; nil means there is
 // nothing to execute (the run is already dealt with).
-func (e *Engine) begin(it dispatch.Item) *attempt {
+func (e *Engine) begin(it *dispatch.Item) *attempt {
 	if e.node != nil {
 		if r, ok := e.node.take(it.ID); ok { // claimed through the shared store
 			return e.prepare(it, &r)
 		}
 	}
 	if e.lookup(it.Process) == nil { // unregistered since it was queued: leave the run idle
-		e.disp.Done(it)
+		e.disp.Done(*it)
 		return nil
 	}
 	now := e.clock.Now()
@@ -85,14 +101,14 @@ func (e *Engine) begin(it dispatch.Item) *attempt {
 			// The run is still idle in the store; try it again later rather
 			// than forget it.
 			it.RetryAt = now.Add(e.nextBackoff())
-			e.enqueue(it)
+			e.enqueue(*it)
 		}
-		e.disp.Done(it)
+		e.disp.Done(*it)
 		return nil
 	}
 	e.resetBackoff()
 	if len(runs) == 0 { // cancelled or claimed meanwhile
-		e.disp.Done(it)
+		e.disp.Done(*it)
 		return nil
 	}
 	return e.prepare(it, &runs[0])
@@ -113,14 +129,19 @@ func (e *Engine) resetBackoff() {
 
 // prepare sets up an attempt of a claimed run: context, effects of earlier
 // attempts, timeout, abort handling, and publishes run:started.
-func (e *Engine) prepare(it dispatch.Item, r *store.Run) *attempt {
+func (e *Engine) prepare(it *dispatch.Item, r *store.Run) *attempt {
 	a := &attempt{e: e, item: it, run: *r, proc: e.lookup(r.Process), started: e.clock.Now()}
-	a.ctx, a.cancel = context.WithCancelCause(e.runCtx)
+	// Not a child of the engine's context: a hard stop cancels the
+	// attempts it tracks (track, stopAttempts), so ctx ends only through
+	// cancel, which runs the abort; a child context would need a
+	// registration in its parent and an AfterFunc, a few hundred bytes
+	// per waiting handler.
+	a.ctx, a.end = context.WithCancelCause(context.Background())
 	e.track(a)
 	if a.proc == nil { // unregistered between the check in begin and the claim
 		a.over.Store(true)
 		a.release()
-		c := &change{u: store.Update{RunID: r.ID, Epoch: r.Epoch, Now: a.started, Action: store.ActionHandBack}, run: r, slot: &a.item}
+		c := &change{u: store.Update{RunID: r.ID, Epoch: r.Epoch, Now: a.started, Action: store.ActionHandBack}, run: r, slot: a.item}
 		if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
 			e.internalError("hand back", err)
 		}
@@ -150,11 +171,10 @@ func (e *Engine) prepare(it dispatch.Item, r *store.Run) *attempt {
 	if a.proc.Timeout != 0 {
 		timeout = a.proc.Timeout
 	}
-	a.mu.Lock() // an abort may start before these are set
-	if timeout > 0 {
+	a.mu.Lock()                            // an abort may start before the timer is set
+	if timeout > 0 && a.ctx.Err() == nil { // else the abort's release has run, or waits for a.mu
 		a.stopTimer = e.clock.AfterFunc(timeout, func() { a.cancel(errTimeout) })
 	}
-	a.stopAbortF = context.AfterFunc(a.ctx, a.aborted)
 	a.mu.Unlock()
 	e.publish(a.event(RunStarted, nil))
 	return a
@@ -165,7 +185,27 @@ func (e *Engine) track(a *attempt) {
 	e.trackSeq++
 	a.trackSeq = e.trackSeq
 	e.running[a.run.ID] = a
+	stopped := e.attemptsStopped
 	e.mu.Unlock()
+	if stopped {
+		a.cancel(errStopped)
+	}
+}
+
+// stopAttempts ends, with errStopped, every attempt this engine tracks
+// and every one it tracks from now on: a hard stop.
+func (e *Engine) stopAttempts() {
+	e.stopRun(errStopped)
+	e.mu.Lock()
+	e.attemptsStopped = true
+	as := make([]*attempt, 0, len(e.running))
+	for _, a := range e.running {
+		as = append(as, a)
+	}
+	e.mu.Unlock()
+	for _, a := range as {
+		a.cancel(errStopped)
+	}
 }
 
 func (e *Engine) untrack(a *attempt) {
@@ -176,20 +216,37 @@ func (e *Engine) untrack(a *attempt) {
 	e.mu.Unlock()
 }
 
-// call runs the handler, turning a panic into a thrown error.
-func (a *attempt) call() (res Result) {
-	defer func() {
-		if p := recover(); p != nil {
-			res = Result{kind: resultError, err: fmt.Errorf("handler panicked: %v", p), code: CodePanic}
-		}
-	}()
-	return a.proc.Run(&Ctx{Context: a.ctx, a: a})
+// call runs the handler into res, turning a panic into a thrown error.
+func (a *attempt) call(res *Result) {
+	defer a.recovered(res)
+	*res = a.proc.Run(&Ctx{Context: a.ctx, a: a})
+}
+
+// recovered turns a handler's panic into a thrown error.
+func (a *attempt) recovered(res *Result) {
+	if p := recover(); p != nil {
+		*res = Result{kind: resultError, err: fmt.Errorf("handler panicked: %v", p), code: CodePanic}
+	}
 }
 
 // abort ends the attempt early with cause.
 func (a *attempt) abort(cause error) { a.cancel(cause) }
 
-// aborted runs when the attempt's context ends. If the handler has not
+// cancel ends the attempt's context with cause, if it has not ended. The
+// first cancel decides: unless it is the attempt's own end
+// (errAttemptDone), aborted runs, on a goroutine of its own, since a
+// caller may hold locks the abort's commit needs.
+func (a *attempt) cancel(cause error) {
+	if !a.ended.CompareAndSwap(false, true) {
+		return
+	}
+	a.end(cause)
+	if cause != errAttemptDone {
+		go a.aborted()
+	}
+}
+
+// aborted runs when the attempt's context ends early. If the handler has not
 // finished, the abort decides the outcome and frees the slot; the handler
 // keeps running in the background with every write fenced.
 func (a *attempt) aborted() {
@@ -205,23 +262,20 @@ func (a *attempt) aborted() {
 		a.finalize(Result{kind: resultFail, err: ef, code: CodeEffectFenced}, true)
 	case errors.Is(cause, errStopped):
 		a.release()
-		a.e.abandon(&a.run, a.e.clock.Now(), "engine stopped", CodeStopped, false, &a.item)
+		a.e.abandon(&a.run, a.e.clock.Now(), "engine stopped", CodeStopped, false, a.item)
 	default: // cancelled (already recorded) or lease lost (the new owner decides)
 		a.release()
-		a.e.disp.Done(a.item)
+		a.e.disp.Done(*a.item)
 	}
 }
 
 // release stops the attempt's timers and forgets it.
 func (a *attempt) release() {
 	a.mu.Lock()
-	stopTimer, stopAbort := a.stopTimer, a.stopAbortF
+	stopTimer := a.stopTimer
 	a.mu.Unlock()
 	if stopTimer != nil {
 		stopTimer()
-	}
-	if stopAbort != nil {
-		stopAbort()
 	}
 	a.cancel(errAttemptDone)
 	a.e.untrack(a)
@@ -234,7 +288,7 @@ func (a *attempt) finalize(res Result, fenced bool) {
 	a.release()
 	now := e.clock.Now()
 	c := a.decide(res, fenced, now)
-	c.run, c.slot, c.persist, c.dur = &a.run, &a.item, true, now.Sub(a.started)
+	c.run, c.slot, c.persist, c.dur = &a.run, a.item, true, now.Sub(a.started)
 	if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
 		e.internalError("finish", err)
 	}

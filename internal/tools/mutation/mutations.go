@@ -366,6 +366,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Children/ChildEndWakesParent"), sqlConf("Children/ChildEndWakesParent")},
 	},
 	{
+		Name:      "hard-stop-not-cancelling",
+		Guarantee: "a hard stop ends the context of every running handler",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "\tfor _, a := range as {\n\t\ta.cancel(errStopped)\n\t}",
+			New:  "\t_ = as",
+		}},
+		Tests: []Test{memConf("Stop/HardStopCancelsHandlers"), sqlConf("Stop/HardStopCancelsHandlers")},
+	},
+	{
 		Name:      "singleton-ignored",
 		Guarantee: "Singleton admits no run while one of its key is to run",
 		Edits: []Edit{{
