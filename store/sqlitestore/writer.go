@@ -138,6 +138,10 @@ func (s *Store) writer() {
 			}
 		}
 		s.runBatch(batch)
+		// The slice is reused: without this, its slots would keep answered
+		// commands, and what their closures hold (an admission's events,
+		// a claim's runs), alive until overwritten.
+		clear(batch)
 		wal.check(s)
 		if time.Since(shrunk) >= shrinkEvery {
 			s.shrink()
