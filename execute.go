@@ -65,6 +65,9 @@ func (a *attempt) execute() {
 	a.handlerReturned(&res)
 }
 
+// handlerReturned records the result of a handler that returned. It is not
+// inlined: its frame (the path to the store) is never under the handler's.
+//
 //go:noinline
 func (a *attempt) handlerReturned(res *Result) {
 	if a.ctx.Err() != nil {
@@ -171,8 +174,10 @@ func (e *Engine) prepare(it *dispatch.Item, r *store.Run) *attempt {
 	if a.proc.Timeout != 0 {
 		timeout = a.proc.Timeout
 	}
-	a.mu.Lock()                            // an abort may start before the timer is set
-	if timeout > 0 && a.ctx.Err() == nil { // else the abort's release has run, or waits for a.mu
+	// An abort may start before the timer is set: if ctx has ended, the
+	// abort's release has run or waits for a.mu, and no timer is needed.
+	a.mu.Lock()
+	if timeout > 0 && a.ctx.Err() == nil {
 		a.stopTimer = e.clock.AfterFunc(timeout, func() { a.cancel(errTimeout) })
 	}
 	a.mu.Unlock()
