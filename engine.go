@@ -311,7 +311,7 @@ func pendingItems(ps []store.Pending) []dispatch.Item {
 	items := make([]dispatch.Item, len(ps))
 	for i, p := range ps {
 		items[i] = dispatch.Item{ID: p.ID, Seq: p.Seq, Rank: store.Rank(p.CreatedAt, p.Priority), Process: p.Process,
-			Correlation: p.CorrelationID, RetryAt: p.RetryAt, RateKey: p.RateKey, ConcKey: p.ConcurrencyKey, Waiting: p.Waiting}
+			Correlation: p.CorrelationID, RetryAt: p.RetryAt, Flow: dispatch.FlowOf(p.RateKey, p.ConcurrencyKey), Waiting: p.Waiting}
 	}
 	return items
 }
@@ -677,7 +677,7 @@ func (e *Engine) enqueue(items ...dispatch.Item) {
 
 func itemOf(r *store.Run) dispatch.Item {
 	return dispatch.Item{ID: r.ID, Seq: r.Seq, Rank: store.Rank(r.CreatedAt, r.Priority), Process: r.Process,
-		Correlation: r.CorrelationID, RetryAt: r.RetryAt, RateKey: r.RateKey, ConcKey: r.ConcurrencyKey,
+		Correlation: r.CorrelationID, RetryAt: r.RetryAt, Flow: dispatch.FlowOf(r.RateKey, r.ConcurrencyKey),
 		Waiting: r.Status == store.StatusWaiting}
 }
 

@@ -92,10 +92,10 @@ func (e *Engine) begin(it *dispatch.Item) *attempt {
 	}
 	now := e.clock.Now()
 	req := store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)}
-	if !it.TAT.IsZero() {
+	if f := it.Flow; f != nil && !f.TAT.IsZero() {
 		// The start is dated when the rate key granted it, a moment ago:
 		// the recorded starts of a key then obey its limit exactly.
-		req.Now, req.RateTATs = it.Granted, []time.Time{it.TAT}
+		req.Now, req.RateTATs = f.Granted, []time.Time{f.TAT}
 	}
 	runs, err := e.store.Claim(e.io, req)
 	if err != nil {

@@ -325,7 +325,7 @@ func (e *Engine) Limits(top int) Limits {
 func (c *Ctx) HoldRate(until time.Time) error {
 	a := c.a
 	p := a.proc
-	key := a.item.RateKey // a claim need not return the run's keys (store.Store.Claim)
+	key := a.item.RateKey() // a claim need not return the run's keys (store.Store.Claim)
 	if p == nil || p.rateName == "" || key == "" {
 		return nil
 	}

@@ -29,6 +29,17 @@ type Item struct {
 	Process     string
 	Correlation string
 	RetryAt     time.Time
+	// Flow holds the run's flow keys; nil for a run without any, as most
+	// are: a queued run costs its item, and a backlog is many items.
+	Flow *Flow
+	// Waiting marks a waiting run's deadline (RetryAt): until it is due,
+	// Idle does not wait for it (the run waits for a signal or a time, not
+	// for a slot).
+	Waiting bool
+}
+
+// Flow is what flow control knows of an item's run.
+type Flow struct {
 	// RateKey and ConcKey are the run's flow keys ("" for none); they
 	// apply when its process has a flow (SetFlow).
 	RateKey string
@@ -39,10 +50,30 @@ type Item struct {
 	// the stored starts obey the limit exactly.
 	TAT     time.Time
 	Granted time.Time
-	// Waiting marks a waiting run's deadline (RetryAt): until it is due,
-	// Idle does not wait for it (the run waits for a signal or a time, not
-	// for a slot).
-	Waiting bool
+}
+
+// FlowOf returns the flow of a run with keys rate and conc, nil for none.
+func FlowOf(rate, conc string) *Flow {
+	if rate == "" && conc == "" {
+		return nil
+	}
+	return &Flow{RateKey: rate, ConcKey: conc}
+}
+
+// RateKey is the item's rate key, "" for none.
+func (it *Item) RateKey() string {
+	if it.Flow == nil {
+		return ""
+	}
+	return it.Flow.RateKey
+}
+
+// ConcKey is the item's concurrency key, "" for none.
+func (it *Item) ConcKey() string {
+	if it.Flow == nil {
+		return ""
+	}
+	return it.Flow.ConcKey
 }
 
 // Config configures a Dispatcher.
@@ -447,7 +478,7 @@ func (d *Dispatcher) fillLocked() {
 		if d.keyFullLocked(e) {
 			continue
 		}
-		if e.RateKey != "" && d.flow.rated(e.Process) {
+		if e.RateKey() != "" && d.flow.rated(e.Process) {
 			if now.IsZero() {
 				now = d.cfg.Clock.Now()
 			}

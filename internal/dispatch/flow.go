@@ -14,7 +14,7 @@ import (
 // store.Flow. A concurrency key counts the items started and not Done; a
 // rate key's state is its theoretical arrival time (store.Rate.Allow),
 // seeded from the store at start (LoadRates) and handed to each claim
-// (Item.TAT) so the store keeps it.
+// (Flow.TAT) so the store keeps it.
 //
 // Runs held back by a key wait aside, per key, in start order: one busy
 // key never blocks the others. A key at its concurrency limit gets its
@@ -119,7 +119,7 @@ func (d *Dispatcher) Waiting(id string) (why string, at time.Time, ok bool) {
 	case inKey:
 		return "key", time.Time{}, true
 	case inRate:
-		return "rate", d.flow.wakeAt[e.RateKey], true
+		return "rate", d.flow.wakeAt[e.RateKey()], true
 	}
 	return "ready", time.Time{}, true
 }
@@ -159,33 +159,33 @@ func live(h *seqHeap) int {
 
 // keyFullLocked parks e if its concurrency key is at its limit.
 func (d *Dispatcher) keyFullLocked(e *entry) bool {
-	if e.ConcKey == "" {
+	if e.ConcKey() == "" {
 		return false
 	}
 	lim := d.flow.flows[e.Process].KeyConcurrency
 	if lim <= 0 {
 		return false
 	}
-	d.flow.keyCap[e.ConcKey] = lim
-	if d.flow.keyRun[e.ConcKey] < lim {
+	d.flow.keyCap[e.ConcKey()] = lim
+	if d.flow.keyRun[e.ConcKey()] < lim {
 		return false
 	}
-	push(d.flow.keyPark, e.ConcKey, e, inKey)
+	push(d.flow.keyPark, e.ConcKey(), e, inKey)
 	d.nKey++
 	return true
 }
 
 // keyStartLocked counts a started item against its concurrency key.
 func (d *Dispatcher) keyStartLocked(e *entry) {
-	if e.ConcKey != "" && d.flow.flows[e.Process].KeyConcurrency > 0 {
-		d.flow.keyRun[e.ConcKey]++
+	if e.ConcKey() != "" && d.flow.flows[e.Process].KeyConcurrency > 0 {
+		d.flow.keyRun[e.ConcKey()]++
 	}
 }
 
 // keyDoneLocked releases a Done item's concurrency key and hands its next
 // waiting item back.
 func (d *Dispatcher) keyDoneLocked(it Item) {
-	k := it.ConcKey
+	k := it.ConcKey()
 	n, ok := d.flow.keyRun[k]
 	if !ok {
 		return
@@ -213,20 +213,20 @@ func (d *Dispatcher) keyDoneLocked(it Item) {
 func (d *Dispatcher) rateAllowLocked(e *entry, now time.Time) bool {
 	f := &d.flow
 	r := f.flows[e.Process].Rate
-	f.rateOf[e.RateKey] = r
-	if h := f.ratePark[e.RateKey]; h != nil {
+	f.rateOf[e.RateKey()] = r
+	if h := f.ratePark[e.RateKey()]; h != nil {
 		if head := (*h)[0]; head.Rank < e.Rank || (head.Rank == e.Rank && head.Seq < e.Seq) {
 			d.parkRateLocked(e, now, r)
 			return false
 		}
 	}
-	ok, next, _ := r.Allow(f.tats[e.RateKey], now)
+	ok, next, _ := r.Allow(f.tats[e.RateKey()], now)
 	if !ok {
 		d.parkRateLocked(e, now, r)
 		return false
 	}
-	e.TAT, e.Granted = next, now
-	f.tats[e.RateKey] = next
+	e.Flow.TAT, e.Flow.Granted = next, now
+	f.tats[e.RateKey()] = next
 	if len(f.tats) >= f.sweepAt {
 		for k, t := range f.tats {
 			if !t.After(now) {
@@ -241,14 +241,14 @@ func (d *Dispatcher) rateAllowLocked(e *entry, now time.Time) bool {
 // parkRateLocked parks e on its rate key and schedules the key's wake-up
 // if none is.
 func (d *Dispatcher) parkRateLocked(e *entry, now time.Time, r store.Rate) {
-	push(d.flow.ratePark, e.RateKey, e, inRate)
+	push(d.flow.ratePark, e.RateKey(), e, inRate)
 	d.nRate++
-	if _, ok := d.flow.wakeAt[e.RateKey]; !ok {
-		_, _, at := r.Allow(d.flow.tats[e.RateKey], now)
+	if _, ok := d.flow.wakeAt[e.RateKey()]; !ok {
+		_, _, at := r.Allow(d.flow.tats[e.RateKey()], now)
 		if at.IsZero() {
 			at = now
 		}
-		d.scheduleWake(e.RateKey, at)
+		d.scheduleWake(e.RateKey(), at)
 	}
 }
 

@@ -27,9 +27,9 @@ func TestRateLimitPerKey(t *testing.T) {
 	d.Resume()
 	var items []Item
 	for i := range 5 {
-		items = append(items, Item{ID: fmt.Sprintf("a%d", i), Seq: int64(i + 1), Process: "p", RateKey: "a"})
+		items = append(items, Item{ID: fmt.Sprintf("a%d", i), Seq: int64(i + 1), Process: "p", Flow: FlowOf("a", "")})
 	}
-	items = append(items, Item{ID: "b0", Seq: 10, Process: "p", RateKey: "b"}, Item{ID: "q", Seq: 11, Process: "q"})
+	items = append(items, Item{ID: "b0", Seq: 10, Process: "p", Flow: FlowOf("b", "")}, Item{ID: "q", Seq: 11, Process: "q"})
 	d.Add(items...)
 	eq(t, "burst", r.ids(), []string{"a0", "a1", "b0", "q"})
 	if st := d.Stats(); st.RateWait != 3 || st.Ready != 0 {
@@ -42,7 +42,7 @@ func TestRateLimitPerKey(t *testing.T) {
 	clk.Advance(10 * time.Second)
 	eq(t, "later", r.ids(), []string{"a0", "a1", "b0", "q", "a2", "a3", "a4"})
 	// Ten seconds idle refilled the burst, no more.
-	d.Add(Item{ID: "a5", Seq: 20, Process: "p", RateKey: "a"}, Item{ID: "a6", Seq: 21, Process: "p", RateKey: "a"}, Item{ID: "a7", Seq: 22, Process: "p", RateKey: "a"})
+	d.Add(Item{ID: "a5", Seq: 20, Process: "p", Flow: FlowOf("a", "")}, Item{ID: "a6", Seq: 21, Process: "p", Flow: FlowOf("a", "")}, Item{ID: "a7", Seq: 22, Process: "p", Flow: FlowOf("a", "")})
 	eq(t, "refilled", r.ids()[7:], []string{"a5", "a6"})
 }
 
@@ -53,14 +53,14 @@ func TestRateLimitNeverExceeded(t *testing.T) {
 	rate := store.Rate{Interval: 100 * time.Millisecond, Burst: 3}
 	d.SetFlow("p", store.Flow{Rate: rate})
 	var tats []time.Time
-	d.cfg.Start = func(it Item) { r.start(it); tats = append(tats, it.TAT) }
+	d.cfg.Start = func(it Item) { r.start(it); tats = append(tats, it.Flow.TAT) }
 	d.Resume()
 	t0 := clk.Now()
 	seq := int64(0)
 	for step := range 200 {
 		for range step % 4 {
 			seq++
-			d.Add(Item{ID: fmt.Sprint(seq), Seq: seq, Process: "p", RateKey: "k"})
+			d.Add(Item{ID: fmt.Sprint(seq), Seq: seq, Process: "p", Flow: FlowOf("k", "")})
 		}
 		clk.Advance(37 * time.Millisecond)
 		elapsed := clk.Now().Sub(t0)
@@ -88,7 +88,7 @@ func TestRateStateLoaded(t *testing.T) {
 	d.SetFlow("p", store.Flow{Rate: store.Rate{Interval: time.Second, Burst: 1}})
 	d.LoadRates(map[string]time.Time{"k": clk.Now().Add(3 * time.Second)})
 	d.Resume()
-	d.Add(Item{ID: "x", Seq: 1, Process: "p", RateKey: "k"})
+	d.Add(Item{ID: "x", Seq: 1, Process: "p", Flow: FlowOf("k", "")})
 	clk.Advance(2999 * time.Millisecond)
 	eq(t, "held", r.ids(), nil)
 	clk.Advance(time.Millisecond)
@@ -103,15 +103,15 @@ func TestKeyConcurrencyFair(t *testing.T) {
 	d.Resume()
 	var items []Item
 	for i := range 10_000 {
-		items = append(items, Item{ID: fmt.Sprintf("a%d", i), Seq: int64(i + 1), Process: "p", ConcKey: "a"})
+		items = append(items, Item{ID: fmt.Sprintf("a%d", i), Seq: int64(i + 1), Process: "p", Flow: FlowOf("", "a")})
 	}
-	items = append(items, Item{ID: "b", Seq: 20_000, Process: "p", ConcKey: "b"})
+	items = append(items, Item{ID: "b", Seq: 20_000, Process: "p", Flow: FlowOf("", "b")})
 	d.Add(items...)
 	eq(t, "started", r.ids(), []string{"a0", "a1", "b"})
 	if st := d.Stats(); st.KeyWait != 9_998 || st.Running != 3 {
 		t.Fatalf("stats %+v", st)
 	}
-	d.Done(Item{ID: "a0", Process: "p", ConcKey: "a"})
+	d.Done(Item{ID: "a0", Process: "p", Flow: FlowOf("", "a")})
 	eq(t, "next of a", r.ids(), []string{"a0", "a1", "b", "a2"})
 	rate, conc := d.WaitingKeys(5)
 	if len(rate) != 0 || len(conc) != 1 || conc[0].Key != "a" || conc[0].Waiting != 9_997 || conc[0].Running != 2 {
@@ -125,8 +125,8 @@ func TestRemoveWhileWaitingOnAKey(t *testing.T) {
 	d, r, clk := newD(10)
 	d.SetFlow("p", store.Flow{KeyConcurrency: 1, Rate: store.Rate{Interval: time.Second, Burst: 1}})
 	d.Resume()
-	d.Add(Item{ID: "a", Seq: 1, Process: "p", ConcKey: "c"}, Item{ID: "b", Seq: 2, Process: "p", ConcKey: "c"},
-		Item{ID: "x", Seq: 3, Process: "p", RateKey: "r"}, Item{ID: "y", Seq: 4, Process: "p", RateKey: "r"})
+	d.Add(Item{ID: "a", Seq: 1, Process: "p", Flow: FlowOf("", "c")}, Item{ID: "b", Seq: 2, Process: "p", Flow: FlowOf("", "c")},
+		Item{ID: "x", Seq: 3, Process: "p", Flow: FlowOf("r", "")}, Item{ID: "y", Seq: 4, Process: "p", Flow: FlowOf("r", "")})
 	eq(t, "first", r.ids(), []string{"a", "x"})
 	if !d.Remove("b") || !d.Remove("y") {
 		t.Fatal("remove")
@@ -134,7 +134,7 @@ func TestRemoveWhileWaitingOnAKey(t *testing.T) {
 	if st := d.Stats(); st.KeyWait != 0 || st.RateWait != 0 || st.Ready != 0 {
 		t.Fatalf("stats %+v", st)
 	}
-	d.Done(Item{ID: "a", Process: "p", ConcKey: "c"})
+	d.Done(Item{ID: "a", Process: "p", Flow: FlowOf("", "c")})
 	clk.Advance(5 * time.Second)
 	eq(t, "nothing more", r.ids(), []string{"a", "x"})
 	select {
