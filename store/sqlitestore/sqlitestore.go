@@ -122,6 +122,9 @@ type Stats struct {
 	Batches     int64 // transactions committed
 	Commands    int64 // commands committed in them
 	CommitNanos int64 // total time spent in those transactions
+	// MergedClaims counts the claims committed that shared one statement
+	// with the other claims of their transaction.
+	MergedClaims int64
 }
 
 // Store is a SQLite store.Store. Create it with Open.

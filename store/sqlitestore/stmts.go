@@ -77,6 +77,17 @@ var (
 		wait_key = CASE status WHEN 'waiting' THEN '' END
 		WHERE id = ?5 AND (status = 'idle' OR status = 'waiting' AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= ?6)
 		RETURNING ` + claimCols
+	// claimManySQL is claimSQL for many runs at once, each with its own
+	// owner and times, given as a JSON array of {"i": id, "o": owner,
+	// "n": now, "u": lease until} (Store.claimMerged). The status terms are
+	// kept off runs_status (+status): through it SQLite would scan every
+	// idle run for the ids; it finds each by its id instead.
+	claimManySQL = `UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = c.cowner, lease_expires = c.cuntil,
+		started_at = c.cnow, retry_at = NULL, output = NULL,
+		wait_key = CASE status WHEN 'waiting' THEN '' END
+		FROM (SELECT value->>'i' AS cid, value->>'o' AS cowner, value->>'n' AS cnow, value->>'u' AS cuntil FROM json_each(?1)) AS c
+		WHERE runs.id = c.cid AND (+status = 'idle' OR +status = 'waiting' AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= c.cnow)
+		RETURNING ` + claimCols
 	// finishSQL ends an attempt: guarded by the epoch, with no read first.
 	finishSQL = `UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols
 	// pendingSQL lists idle runs and waiting runs with a deadline, each
@@ -113,17 +124,17 @@ var (
 
 type stmts struct {
 	// writer
-	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, update *sql.Stmt
-	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait   *sql.Stmt
-	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                   *sql.Stmt
-	insRollup, insError, selSingleton, selDebounce, debounce                       *sql.Stmt
+	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, claimMany, finish, update *sql.Stmt
+	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait              *sql.Stmt
+	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                              *sql.Stmt
+	insRollup, insError, selSingleton, selDebounce, debounce                                  *sql.Stmt
 	// readers
 	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning, selRates *sql.Stmt
 	rselIdem, rselKept                                                                             *sql.Stmt
 }
 
 func (s *stmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
+	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.claimMany, s.finish, s.update,
 		s.setCtx, s.holdRate, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.effWait,
 		s.selWaiter, s.wake, s.effSignal, s.keepSignal, s.selSignal, s.delSignal, s.insRollup, s.insError,
 		s.selSingleton, s.selDebounce, s.debounce,
@@ -170,6 +181,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			seqOf:     w(`SELECT seq FROM runs WHERE id = ?`),
 			selRunW:   w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			claim:     w(claimSQL),
+			claimMany: w(claimManySQL),
 			finish:    w(finishSQL),
 			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
 			setCtx:    w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),

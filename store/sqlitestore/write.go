@@ -214,36 +214,12 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 	s.mu.Lock()
 	s.live[req.Owner] = true
 	s.mu.Unlock()
-	var out []store.Run
-	var large []int // indexes of out whose data is read from the read pool
-	err := s.do(ctx, func(w *wtx) error {
-		out, large = out[:0], large[:0]
-		for i, id := range req.IDs {
-			var tat any
-			if i < len(req.RateTATs) {
-				tat = ns(req.RateTATs[i])
-			}
-			// The running timeline entry stays implicit until the attempt ends.
-			r, big, from, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, id, req.Now.UnixNano()),
-				req.Owner, req.Now, req.LeaseUntil)
-			if errors.Is(err, sql.ErrNoRows) {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			w.moved(r.Process, from, store.StatusRunning)
-			if big {
-				large = append(large, len(out))
-			}
-			out = append(out, r)
-		}
-		return nil
-	})
-	if err != nil {
+	c := &claimCmd{req: req}
+	if err := s.submit(ctx, &cmd{fn: c.each, claim: c, done: make(chan struct{})}); err != nil {
 		return nil, err
 	}
-	for _, i := range large {
+	out := c.out
+	for _, i := range c.large {
 		// Committed before this read, and only this claim's attempt may
 		// change the context from now on, so the read is consistent.
 		if err := s.st.selData.QueryRowContext(ctx, out[i].Seq).Scan((*[]byte)(&out[i].Payload), (*[]byte)(&out[i].Context)); err != nil {
@@ -251,6 +227,109 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 		}
 	}
 	return out, nil
+}
+
+// claimCmd is a claim queued for the writer. The claims of one batch are
+// made by one statement when there are several (claimMerged); each may
+// also run alone (each), when it is the batch's only claim or the batch is
+// retried command by command.
+type claimCmd struct {
+	req   store.ClaimRequest
+	out   []store.Run
+	large []int // indexes of out whose data is read from the read pool
+}
+
+// mergeable reports that the claim may share a statement: it records no
+// rate state (a claim with one stores the key's new state with its run).
+func (c *claimCmd) mergeable() bool { return len(c.req.RateTATs) == 0 }
+
+// each claims the request's runs one statement each.
+func (c *claimCmd) each(w *wtx) error {
+	c.out, c.large = c.out[:0], c.large[:0]
+	req := &c.req
+	for i, id := range req.IDs {
+		var tat any
+		if i < len(req.RateTATs) {
+			tat = ns(req.RateTATs[i])
+		}
+		// The running timeline entry stays implicit until the attempt ends.
+		r, big, from, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, id, req.Now.UnixNano()),
+			req.Owner, req.Now, req.LeaseUntil)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		w.moved(r.Process, from, store.StatusRunning)
+		c.add(r, big)
+	}
+	return nil
+}
+
+func (c *claimCmd) add(r store.Run, big bool) {
+	if big {
+		c.large = append(c.large, len(c.out))
+	}
+	c.out = append(c.out, r)
+}
+
+// claimMerged makes the claims cs, all mergeable, in one statement: each
+// run with its own request's owner, times and conditions (claimManySQL).
+// The claims of one batch were made concurrently, so making them together
+// before the batch's other commands is one of the orders they could have
+// come in. A run asked for twice goes to the first asker.
+func (w *wtx) claimMerged(cs []*claimCmd) error {
+	type want struct {
+		ID    string `json:"i"`
+		Owner string `json:"o"`
+		Now   int64  `json:"n"`
+		Until int64  `json:"u"`
+	}
+	var ws []want
+	for _, c := range cs {
+		c.out, c.large = c.out[:0], c.large[:0]
+		for _, id := range c.req.IDs {
+			ws = append(ws, want{id, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano()})
+		}
+	}
+	arg, err := json.Marshal(ws)
+	if err != nil {
+		return err
+	}
+	rows, err := w.s.st.claimMany.QueryContext(w.ctx, string(arg))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	type got struct {
+		r   store.Run
+		big bool
+	}
+	claimed := make(map[string]got, len(ws))
+	for rows.Next() {
+		r, big, from, err := scanClaimed(rows, "", time.Time{}, time.Time{})
+		if err != nil {
+			return err
+		}
+		w.moved(r.Process, from, store.StatusRunning)
+		claimed[r.ID] = got{r, big}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, c := range cs {
+		for _, id := range c.req.IDs {
+			g, ok := claimed[id]
+			if !ok {
+				continue
+			}
+			delete(claimed, id)
+			g.r.LeaseOwner, g.r.LeaseExpires, g.r.StartedAt = c.req.Owner, c.req.LeaseUntil, c.req.Now
+			c.add(g.r, g.big)
+		}
+	}
+	return nil
 }
 
 // timeline appends the entry of a transition that moved a run from one

@@ -20,6 +20,9 @@ type cmd struct {
 	fn   func(w *wtx) error
 	err  error
 	done chan struct{}
+	// claim is set for a claim, which tryBatch may make together with the
+	// batch's other claims (claimMerged) instead of running fn.
+	claim *claimCmd
 }
 
 // wtx is the writer's view of one batch transaction: the connection's
@@ -31,6 +34,7 @@ type wtx struct {
 	dCounts map[store.Status]int64
 	dActive map[string]int
 	seq     int64 // the last run seq, including this batch's admissions
+	merged  int   // claims made together (Stats.MergedClaims)
 }
 
 func (w *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
@@ -86,7 +90,11 @@ func (w *wtx) moved(process string, from, to store.Status) {
 // respects ctx: once queued, a write completes, so that a caller that gives
 // up never leaves a committed change it did not hear about.
 func (s *Store) do(ctx context.Context, fn func(w *wtx) error) error {
-	c := &cmd{fn: fn, done: make(chan struct{})}
+	return s.submit(ctx, &cmd{fn: fn, done: make(chan struct{})})
+}
+
+// submit queues c and waits for its batch to commit (see do).
+func (s *Store) submit(ctx context.Context, c *cmd) error {
 	s.closeMu.RLock()
 	if s.closed {
 		s.closeMu.RUnlock()
@@ -244,8 +252,16 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 	if _, err := s.begin.ExecContext(ctx); err != nil {
 		return s.classify(err)
 	}
+	merged, err := w.mergeClaims(cmds)
+	if err != nil {
+		s.rollback.ExecContext(ctx)
+		return s.classify(err)
+	}
 	for _, c := range cmds {
 		c.err = nil
+		if merged && c.claim != nil && c.claim.mergeable() {
+			continue
+		}
 		if err := c.fn(w); err != nil {
 			if isSentinel(err) {
 				c.err = err
@@ -276,9 +292,26 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 	}
 	s.stats.Batches++
 	s.stats.Commands += int64(len(cmds))
+	s.stats.MergedClaims += int64(w.merged)
 	s.stats.CommitNanos += time.Since(start).Nanoseconds()
 	s.mu.Unlock()
 	return nil
+}
+
+// mergeClaims makes the mergeable claims among cmds in one statement, if
+// there are several; merged reports that it did.
+func (w *wtx) mergeClaims(cmds []*cmd) (merged bool, err error) {
+	var cs []*claimCmd
+	for _, c := range cmds {
+		if c.claim != nil && c.claim.mergeable() {
+			cs = append(cs, c.claim)
+		}
+	}
+	if len(cs) < 2 {
+		return false, nil
+	}
+	w.merged = len(cs)
+	return true, w.claimMerged(cs)
 }
 
 func isSentinel(err error) bool {

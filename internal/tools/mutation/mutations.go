@@ -376,6 +376,26 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Stop/HardStopCancelsHandlers"), sqlConf("Stop/HardStopCancelsHandlers")},
 	},
 	{
+		Name:      "merged-claim-twice",
+		Guarantee: "claims that share a statement get each run once",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "\t\t\tdelete(claimed, id)\n",
+			New:  "",
+		}},
+		Tests: []Test{sqlTest("TestClaimsMerged")},
+	},
+	{
+		Name:      "merged-claim-not-due",
+		Guarantee: "claims that share a statement take only runs that are due",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "AND (retry_at IS NULL OR retry_at <= c.cnow)",
+			New:  "",
+		}},
+		Tests: []Test{sqlTest("TestClaimsMerged")},
+	},
+	{
 		Name:      "singleton-ignored",
 		Guarantee: "Singleton admits no run while one of its key is to run",
 		Edits: []Edit{{

@@ -1,0 +1,129 @@
+package sqlitestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/yella-go/yella/internal/commithook"
+	"github.com/yella-go/yella/store"
+)
+
+// TestClaimsMerged queues claims while the writer is held, so that they
+// share one transaction and one statement: every run is claimed once, a
+// run asked for twice goes to one asker, a request for several runs gets
+// them in its order, runs that cannot be claimed are left alone, and the
+// counts follow.
+func TestClaimsMerged(t *testing.T) {
+	ctx := context.Background()
+	path, err := filepath.Abs(filepath.Join(t.TempDir(), "claims.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	admit := func(id string, notBefore time.Time) {
+		t.Helper()
+		a := store.Admission{Event: "e", Payload: json.RawMessage(`{}`), Runs: []store.NewRun{{ID: id, Process: "p"}}, Now: now, NotBefore: notBefore}
+		if _, err := s.Admit(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 10 {
+		admit(fmt.Sprintf("r%d", i), time.Time{})
+	}
+	admit("dup", time.Time{})
+	admit("x", time.Time{})
+	admit("y", time.Time{})
+	admit("later", now.Add(time.Hour)) // not claimable before its time
+
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	restore := commithook.Set(func(db string) error {
+		if db == path {
+			once.Do(func() { close(entered); <-release })
+		}
+		return nil
+	})
+	defer restore()
+	held := make(chan error, 1)
+	go func() { // the held batch
+		_, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "held", Process: "p"}}, Now: now})
+		held <- err
+	}()
+	<-entered
+
+	reqs := [][]string{{"dup"}, {"dup"}, {"y", "x"}, {"later"}, {"missing"}}
+	for i := range 10 {
+		reqs = append(reqs, []string{fmt.Sprintf("r%d", i)})
+	}
+	got := make([][]store.Run, len(reqs))
+	var wg sync.WaitGroup
+	for i, ids := range reqs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs, err := s.Claim(ctx, store.ClaimRequest{IDs: ids, Owner: fmt.Sprintf("o%d", i), Now: now, LeaseUntil: now.Add(time.Minute)})
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = rs
+		}()
+	}
+	for len(s.cmds) < len(reqs) {
+		time.Sleep(time.Millisecond)
+	}
+	before := s.Stats()
+	close(release)
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Stats().MergedClaims - before.MergedClaims; d != int64(len(reqs)) {
+		t.Fatalf("%d claims merged, want %d (all in one batch)", d, len(reqs))
+	}
+
+	if n := len(got[0]) + len(got[1]); n != 1 {
+		t.Errorf("the run asked for twice was claimed %d times", n)
+	}
+	if len(got[2]) != 2 || got[2][0].ID != "y" || got[2][1].ID != "x" {
+		t.Errorf("request for y, x got %v", got[2])
+	}
+	if len(got[3]) != 0 || len(got[4]) != 0 {
+		t.Errorf("claimed a run not due or missing: %v %v", got[3], got[4])
+	}
+	for i, rs := range got[5:] {
+		if len(rs) != 1 {
+			t.Fatalf("r%d: %d runs", i, len(rs))
+		}
+		r := rs[0]
+		owner := fmt.Sprintf("o%d", i+5)
+		if r.ID != fmt.Sprintf("r%d", i) || r.Status != store.StatusRunning || r.Epoch != 1 || r.Attempts != 1 || r.LeaseOwner != owner ||
+			!r.StartedAt.Equal(now) || !r.LeaseExpires.Equal(now.Add(time.Minute)) || string(r.Payload) != "{}" {
+			t.Errorf("r%d claimed as %+v", i, r)
+		}
+		stored, err := s.Run(ctx, r.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if stored.Status != store.StatusRunning || stored.Epoch != 1 || stored.LeaseOwner != owner || !stored.StartedAt.Equal(now) ||
+			!stored.LeaseExpires.Equal(now.Add(time.Minute)) {
+			t.Errorf("r%d stored as %+v", i, stored)
+		}
+	}
+	counts, err := s.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[store.StatusRunning] != 13 || counts[store.StatusIdle] != 2 { // idle: later and held
+		t.Errorf("counts %v, want 13 running and 2 idle", counts)
+	}
+}
