@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
-	"github.com/yella-go/yella/store"
 )
 
 // ticks counts the runs of the tick process by the tick in their payload.
@@ -141,7 +140,6 @@ func cronCases() []Case {
 			}
 			Expect(h, "a good one", e.AddSchedule(yella.Schedule{Name: "x", Cron: "@every 90s", Event: "report:due"}), nil)
 			ExpectCode(h, "the same name again", e.AddSchedule(yella.Schedule{Name: "x", Cron: "@daily", Event: "report:due"}), yella.CodeInvalidConfig)
-			_ = store.StatusIdle
 		}},
 	}
 }
