@@ -159,18 +159,19 @@ func live(h *seqHeap) int {
 
 // keyFullLocked parks e if its concurrency key is at its limit.
 func (d *Dispatcher) keyFullLocked(e *entry) bool {
-	if e.ConcKey() == "" {
+	k := e.ConcKey()
+	if k == "" {
 		return false
 	}
 	lim := d.flow.flows[e.Process].KeyConcurrency
 	if lim <= 0 {
 		return false
 	}
-	d.flow.keyCap[e.ConcKey()] = lim
-	if d.flow.keyRun[e.ConcKey()] < lim {
+	d.flow.keyCap[k] = lim
+	if d.flow.keyRun[k] < lim {
 		return false
 	}
-	push(d.flow.keyPark, e.ConcKey(), e, inKey)
+	push(d.flow.keyPark, k, e, inKey)
 	d.nKey++
 	return true
 }
@@ -212,25 +213,26 @@ func (d *Dispatcher) keyDoneLocked(it Item) {
 // waiting items that come before it.
 func (d *Dispatcher) rateAllowLocked(e *entry, now time.Time) bool {
 	f := &d.flow
+	k := e.RateKey()
 	r := f.flows[e.Process].Rate
-	f.rateOf[e.RateKey()] = r
-	if h := f.ratePark[e.RateKey()]; h != nil {
+	f.rateOf[k] = r
+	if h := f.ratePark[k]; h != nil {
 		if head := (*h)[0]; head.Rank < e.Rank || (head.Rank == e.Rank && head.Seq < e.Seq) {
 			d.parkRateLocked(e, now, r)
 			return false
 		}
 	}
-	ok, next, _ := r.Allow(f.tats[e.RateKey()], now)
+	ok, next, _ := r.Allow(f.tats[k], now)
 	if !ok {
 		d.parkRateLocked(e, now, r)
 		return false
 	}
 	e.Flow.TAT, e.Flow.Granted = next, now
-	f.tats[e.RateKey()] = next
+	f.tats[k] = next
 	if len(f.tats) >= f.sweepAt {
-		for k, t := range f.tats {
+		for key, t := range f.tats {
 			if !t.After(now) {
-				delete(f.tats, k) // a past state allows what no state allows
+				delete(f.tats, key) // a past state allows what no state allows
 			}
 		}
 		f.sweepAt = max(1024, 2*len(f.tats))
@@ -241,14 +243,15 @@ func (d *Dispatcher) rateAllowLocked(e *entry, now time.Time) bool {
 // parkRateLocked parks e on its rate key and schedules the key's wake-up
 // if none is.
 func (d *Dispatcher) parkRateLocked(e *entry, now time.Time, r store.Rate) {
-	push(d.flow.ratePark, e.RateKey(), e, inRate)
+	k := e.RateKey()
+	push(d.flow.ratePark, k, e, inRate)
 	d.nRate++
-	if _, ok := d.flow.wakeAt[e.RateKey()]; !ok {
-		_, _, at := r.Allow(d.flow.tats[e.RateKey()], now)
+	if _, ok := d.flow.wakeAt[k]; !ok {
+		_, _, at := r.Allow(d.flow.tats[k], now)
 		if at.IsZero() {
 			at = now
 		}
-		d.scheduleWake(e.RateKey(), at)
+		d.scheduleWake(k, at)
 	}
 }
 

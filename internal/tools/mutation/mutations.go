@@ -206,7 +206,7 @@ var coreMutations = []Mutation{
 		Guarantee: "a rate key starts at most Burst runs at once, then one per Per/Limit",
 		Edits: []Edit{{
 			File: "internal/dispatch/flow.go",
-			Old:  "ok, next, _ := r.Allow(f.tats[e.RateKey()], now)",
+			Old:  "ok, next, _ := r.Allow(f.tats[k], now)",
 			New:  "ok, next, _ := r.Allow(time.Time{}, now)",
 		}},
 		Tests: []Test{memConf("Flow/RateLimitExactPerPeriod"), memConf("Flow/RateLimitBurst"), {Pkg: "./internal/dispatch", Run: "^TestRateLimitNeverExceeded$"}},
@@ -236,8 +236,8 @@ var coreMutations = []Mutation{
 		Guarantee: "at most Max runs run at once per concurrency key",
 		Edits: []Edit{{
 			File: "internal/dispatch/flow.go",
-			Old:  "if d.flow.keyRun[e.ConcKey()] < lim {",
-			New:  "if d.flow.keyRun[e.ConcKey()] < lim+1 {",
+			Old:  "if d.flow.keyRun[k] < lim {",
+			New:  "if d.flow.keyRun[k] < lim+1 {",
 		}},
 		Tests: []Test{memConf("Flow/KeyConcurrencyFair"), {Pkg: "./internal/dispatch", Run: "^TestKeyConcurrencyFair$"}, Test{Pkg: ".", Run: "^TestCrashFlowLimits$", Timeout: 5 * time.Minute}.full()},
 	},
