@@ -169,6 +169,33 @@ func leaseCases() []Case {
 			Expect(h, "executed once", n.Load(), int32(1))
 			Expect(h, "completed", h.Run(id).Status, store.StatusCompleted)
 		}},
+		Case{Name: "Shared/SignalledRunClaimedAtOnce", Shared: true, Note: "new: a node may claim a signalled run before Signal returns; the run still executes (Drain waits for it) while every slot is busy", Fn: func(h *H) {
+			g := newGate()
+			var calls counter
+			block := Proc("block", "block", func(c *yella.Ctx) yella.Result { g.wait(c); return c.OK(nil) })
+			// Signal returns only once the node has claimed the woken run:
+			// the claim lands between the store's change and the engine's
+			// requeue, which must not take the claimed run back out.
+			sh, nodes := h.St.(store.Shared)
+			if !nodes {
+				h.Skip("engines on this store index their own runs: none claims a run another engine woke")
+			}
+			hooked := &claimedOnSignal{Shared: sh, h: h}
+			e := h.Started(yella.Config{Store: hooked, Concurrency: 1}, approver(h, &calls, 0), block)
+			hooked.e = e
+			id := h.One(e, "order", "1")
+			h.WaitStatus(id, store.StatusWaiting)
+			blocker := h.One(e, "block", nil)
+			h.WaitEvent(yella.RunStarted, blocker)
+			res, err := e.Signal(h.Ctx(), "order:1", approval{By: "op"})
+			Expect(h, "signal", err, nil)
+			Expect(h, "woken", res.RunID, id)
+			Expect(h, "claimed before Signal returned", h.Run(id).Status, store.StatusRunning)
+			g.open()
+			h.Drain(e)
+			Expect(h, "approved", output(h, id), "op")
+			Expect(h, "handler runs", calls.get("handler"), 2)
+		}},
 		Case{Name: "Shared/IdempotencyAcrossEngines", Shared: true, Spec: []int{263}, Fn: func(h *H) {
 			a := h.Engine(yella.Config{}, Proc("p", "ev", Noop))
 			b := h.Engine(yella.Config{}, Proc("p", "ev", Noop))
@@ -281,4 +308,24 @@ func leaseCases() []Case {
 			Expect(h, "fn once", fn.Load(), int32(1))
 		}},
 	}
+}
+
+// claimedOnSignal is a shared store whose Signal returns only once the run
+// it woke is claimed and queued in e's dispatcher (e's one slot is busy):
+// a node's claim at the worst moment for the engine that sent the signal.
+type claimedOnSignal struct {
+	store.Shared
+	h *H
+	e *yella.Engine
+}
+
+func (s *claimedOnSignal) Signal(ctx context.Context, req store.SignalRequest) (store.SignalResult, error) {
+	res, err := s.Shared.Signal(ctx, req)
+	if err == nil && res.Woken != nil && s.e != nil {
+		s.h.WaitFor("the woken run claimed and queued", func() bool {
+			m, err := s.e.Metrics(ctx)
+			return err == nil && m.Dispatcher.Ready == 1
+		})
+	}
+	return res, err
 }

@@ -183,7 +183,9 @@ func (h *H) Now() time.Time {
 // its events. It is stopped at the end of the case.
 func (h *H) Engine(cfg yella.Config, procs ...yella.Process) *yella.Engine {
 	h.Helper()
-	cfg.Store = h.St
+	if cfg.Store == nil {
+		cfg.Store = h.St
+	}
 	if h.Clock != nil && cfg.Clock == nil {
 		cfg.Clock = h.Clock
 	}

@@ -115,13 +115,19 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 }
 
 // requeue queues run r anew: an entry queued for it earlier (a waiting
-// run's deadline) is replaced by r's.
+// run's deadline) is replaced by r's. A node's dispatcher holds only runs
+// it claimed, never a waiting run's deadline, so an entry found there for
+// r is a claim of r in its new state, made after the change that queued
+// it (the node's claims run concurrently): removing it would strand a
+// claimed run until its lease expired.
 func (e *Engine) requeue(r *store.Run) {
-	if e.node == nil && e.lookup(r.Process) != nil {
-		e.disp.Replace(itemOf(r))
-	} else {
-		e.disp.Remove(r.ID)
+	switch {
+	case e.node != nil:
 		e.enqueue(itemOf(r))
+	case e.lookup(r.Process) != nil:
+		e.disp.Replace(itemOf(r))
+	default:
+		e.disp.Remove(r.ID)
 	}
 	e.wakeWaiters()
 }

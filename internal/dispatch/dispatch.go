@@ -140,7 +140,8 @@ type Dispatcher struct {
 	corrW    map[string][]chan struct{}
 	stopTmr  func() bool
 	tmrAt    time.Time
-	inactive int // ready+parked+delayed items
+	inactive int // ready+parked+delayed items, and holds
+	nHeld    int // holds (Hold, and Replace's while it swaps)
 	nWaiting int // delayed items that are waiting runs' deadlines (Item.Waiting)
 }
 
@@ -208,11 +209,13 @@ func (d *Dispatcher) Replace(it Item) {
 	d.mu.Lock()
 	d.corr[it.Correlation]++ // the chain and the dispatcher held across the swap
 	d.inactive++
+	d.nHeld++
 	d.mu.Unlock()
 	d.Remove(it.ID)
 	d.Add(it)
 	d.mu.Lock()
 	d.inactive--
+	d.nHeld--
 	d.releaseCorrLocked(it.Correlation)
 	d.notifyIdleLocked()
 	d.mu.Unlock()
@@ -273,6 +276,7 @@ func (d *Dispatcher) Hold() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.inactive++
+	d.nHeld++
 }
 
 // Release ends a Hold.
@@ -280,6 +284,7 @@ func (d *Dispatcher) Release() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.inactive--
+	d.nHeld--
 	d.notifyIdleLocked()
 }
 
@@ -310,11 +315,12 @@ func (d *Dispatcher) Close() {
 	}
 }
 
-// Active reports how many items are waiting or running.
+// Active reports how many items are waiting or running (holds are not
+// items).
 func (d *Dispatcher) Active() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.inactive + d.running
+	return d.inactive - d.nHeld + d.running
 }
 
 // Free reports how many slots no item holds or waits for: the slots less
@@ -338,7 +344,7 @@ func (d *Dispatcher) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	s := Stats{Delayed: d.nDelayed, RateWait: d.nRate, KeyWait: d.nKey, Running: d.running, ByProcess: make(map[string]int, len(d.byProc))}
-	s.Ready = d.inactive - s.Delayed - s.RateWait - s.KeyWait
+	s.Ready = d.inactive - d.nHeld - s.Delayed - s.RateWait - s.KeyWait
 	for p, n := range d.byProc {
 		s.ByProcess[p] = n
 	}

@@ -129,6 +129,34 @@ func TestRemoveAndWaiters(t *testing.T) {
 	}
 }
 
+// A hold keeps Idle from firing, but it is not an item: Stats and Active
+// do not count it.
+func TestHoldIsNoItem(t *testing.T) {
+	d, _, _ := newD(1)
+	d.Hold()
+	d.Add(Item{ID: "a", Seq: 1})
+	idle := d.Idle()
+	if got := d.Stats().Ready; got != 1 {
+		t.Errorf("Stats().Ready = %d with one item and a hold, want 1", got)
+	}
+	if got := d.Active(); got != 1 {
+		t.Errorf("Active() = %d with one item and a hold, want 1", got)
+	}
+	if !d.Remove("a") {
+		t.Fatal("remove failed")
+	}
+	if s := d.Stats(); s.Ready != 0 || d.Active() != 0 {
+		t.Errorf("a hold alone: Ready %d, Active %d, want 0 and 0", s.Ready, d.Active())
+	}
+	select {
+	case <-idle:
+		t.Fatal("idle while held")
+	default:
+	}
+	d.Release()
+	<-idle
+}
+
 func TestPauseStopsStarting(t *testing.T) {
 	d, r, _ := newD(10)
 	d.Resume()

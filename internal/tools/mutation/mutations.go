@@ -750,6 +750,17 @@ var pgMutations = []Mutation{
 		Tests: []Test{pgTest("TestSignalAndWaitRaceAcrossNodes")},
 		Needs: pgURL,
 	},
+	{
+		Name:      "node-requeue-drops-claim",
+		Guarantee: "PostgreSQL: a run a node claims while the engine that woke it is still requeueing it executes",
+		Edits: []Edit{{
+			File: "lifecycle.go",
+			Old:  "\tcase e.node != nil:\n\t\te.enqueue(itemOf(r))\n",
+			New:  "\tcase e.node != nil:\n\t\te.disp.Remove(r.ID)\n\t\te.enqueue(itemOf(r))\n",
+		}},
+		Tests: []Test{pgConf("Shared/SignalledRunClaimedAtOnce")},
+		Needs: pgURL,
+	},
 }
 
 // full returns the test as part of the full form only.
