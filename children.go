@@ -102,7 +102,7 @@ func Children[K EffectKey](c *Ctx, key K, event string, payloads []any) ([]strin
 		}
 		admitted := ids[:0:0]
 		for i := range res {
-			e.admitted(&as[i], res[i])
+			e.admitted(&as[i], res[i], false)
 			for _, r := range res[i].Admitted {
 				admitted = append(admitted, r.ID)
 			}

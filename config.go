@@ -33,6 +33,16 @@ type Config struct {
 	// Concurrency is the number of handlers this engine executes at once
 	// (fleet concurrency). Defaults to 10.
 	Concurrency int
+	// MaxQueued bounds the idle runs this engine keeps in memory ready to
+	// start (runs waiting for a retry time, a signal, a cap or a flow limit
+	// are not counted). Runs emitted beyond it wait in the store and are
+	// read back in admission order as the queue drains, so memory stays
+	// bounded however large the backlog. Follow-ups of running runs, retries
+	// and runs with a priority above 0 always join the queue: a chain's next
+	// stage and an urgent run do not wait behind the backlog. Defaults to
+	// DefaultMaxQueued. On a shared store an engine holds only the runs it
+	// claimed, and this does not apply.
+	MaxQueued int
 	// MaxChainDepth refuses a follow-up run deeper than this (a root run has
 	// depth 0). Defaults to 10.
 	MaxChainDepth int
@@ -114,6 +124,9 @@ type Config struct {
 
 // Defaults of Config fields that callers may want to state or compare.
 const (
+	// DefaultMaxQueued is the default of Config.MaxQueued: about 1 MB of
+	// queued runs.
+	DefaultMaxQueued = 4096
 	// DefaultMaxPayloadDepth is the default of Config.MaxPayloadDepth.
 	DefaultMaxPayloadDepth = 100
 	// DefaultKeyRetention is the default of Config.KeyRetention.
@@ -135,7 +148,7 @@ func (c Config) withDefaults() (Config, error) {
 	pos := []struct {
 		name string
 		v    int
-	}{{"Concurrency", c.Concurrency}, {"MaxChainDepth", c.MaxChainDepth}, {"MaxPayloadBytes", c.MaxPayloadBytes}, {"MaxPayloadDepth", c.MaxPayloadDepth}, {"RetentionBatch", c.RetentionBatch}}
+	}{{"Concurrency", c.Concurrency}, {"MaxQueued", c.MaxQueued}, {"MaxChainDepth", c.MaxChainDepth}, {"MaxPayloadBytes", c.MaxPayloadBytes}, {"MaxPayloadDepth", c.MaxPayloadDepth}, {"RetentionBatch", c.RetentionBatch}}
 	for _, f := range pos {
 		if f.v < 0 {
 			return c, invalid(f.name, "must not be negative, got %d", f.v)
@@ -153,6 +166,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 10
+	}
+	if c.MaxQueued == 0 {
+		c.MaxQueued = DefaultMaxQueued
 	}
 	if c.MaxChainDepth == 0 {
 		c.MaxChainDepth = 10

@@ -131,14 +131,15 @@ func (em Emission) Err() error {
 // Process.Validate refuses the payload, CodeStopped after Stop, CodeUnavailable when the
 // store fails. On error nothing is admitted.
 func (e *Engine) Emit(ctx context.Context, event string, payload any, opts ...EmitOption) (Emission, error) {
-	em, _, err := e.emit(ctx, nil, event, payload, opts)
+	em, _, err := e.emit(ctx, nil, event, payload, opts, false)
 	return em, err
 }
 
 // emit is Emit, also returning what the store knows of the pruned runs.
 // via, if not nil, admits instead of the store, in a caller's transaction
-// (EmitTx): its runs are not announced.
-func (e *Engine) emit(ctx context.Context, via store.Admitter, event string, payload any, opts []EmitOption) (Emission, []store.Run, error) {
+// (EmitTx): its runs are not announced. The runs of a waited emission
+// (EmitAndWait) are always queued: its caller waits on the queue.
+func (e *Engine) emit(ctx context.Context, via store.Admitter, event string, payload any, opts []EmitOption, waited bool) (Emission, []store.Run, error) {
 	var o emitOpts
 	for _, opt := range opts {
 		opt(&o)
@@ -160,7 +161,7 @@ func (e *Engine) emit(ctx context.Context, via store.Admitter, event string, pay
 		return Emission{}, nil, storeErr("emit", "", serr)
 	}
 	if via == nil {
-		e.admitted(adm, res)
+		e.admitted(adm, res, !waited)
 	}
 	return emissionOf(res), res.Pruned, nil
 }
@@ -250,7 +251,7 @@ func (e *Engine) publishDrop(event, process, correlation string) {
 // IdempotencyKey, CreatedAt and Status completed. Delayed retries are
 // waited for; ctx bounds the wait (an error with CodeDrainTimeout).
 func (e *Engine) EmitAndWait(ctx context.Context, event string, payload any, opts ...EmitOption) ([]Run, error) {
-	em, pruned, err := e.emit(ctx, nil, event, payload, opts)
+	em, pruned, err := e.emit(ctx, nil, event, payload, opts, true)
 	if err != nil {
 		return nil, err
 	}

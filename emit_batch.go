@@ -70,7 +70,7 @@ func (e *Engine) EmitBatch(ctx context.Context, events []BatchEvent) ([]Emission
 	}
 	out := make([]Emission, len(res))
 	for i := range res {
-		e.admitted(&adms[i], res[i])
+		e.admitted(&adms[i], res[i], true)
 		out[i] = emissionOf(res[i])
 	}
 	return out, nil

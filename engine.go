@@ -40,6 +40,7 @@ type Engine struct {
 	joins  joins         // runs waiting in Join (children.go)
 
 	disp    *dispatch.Dispatcher
+	spill   spill // runs left in the store beyond MaxQueued (queue.go)
 	node    *node // on a shared store (shared.go), else nil
 	rec     *obs.Recorder
 	metrics counters
@@ -112,7 +113,9 @@ func New(cfg Config) (*Engine, error) {
 	if sh, ok := cfg.Store.(store.Shared); ok {
 		e.node = newNode(e, sh)
 	}
-	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(&it) }, Freed: e.freed})
+	e.spill = newSpill()
+	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(&it) }, Freed: e.freed,
+		Low: e.low, LowWater: cfg.MaxQueued - e.page() + 1})
 	return e, nil
 }
 
@@ -128,6 +131,20 @@ func (e *Engine) Register(p Process) error {
 	if err := validateProcess(p); err != nil {
 		return err
 	}
+	if err := e.register(p); err != nil {
+		return err
+	}
+	if e.isState(stateStarted) { // after regMu: the loader queues under its own lock, then regMu
+		if e.node != nil {
+			e.node.poke() // the store may hold claimable runs of it
+		} else {
+			e.spillFrom(0) // its idle runs are in the store: the loader reads them
+		}
+	}
+	return nil
+}
+
+func (e *Engine) register(p Process) error {
 	e.regMu.Lock()
 	defer e.regMu.Unlock()
 	if _, dup := e.procs[p.Name]; dup {
@@ -146,16 +163,6 @@ func (e *Engine) Register(p Process) error {
 	}
 	if e.node == nil { // a shared store applies flow limits when it claims
 		e.disp.SetFlow(p.Name, r.flow)
-	}
-	e.mu.Lock()
-	started := e.state == stateStarted
-	if started {
-		e.disp.Hold() // Drain waits for the runs being loaded
-		e.loopWG.Add(1)
-	}
-	e.mu.Unlock()
-	if started {
-		go e.loadPending(0)
 	}
 	return nil
 }
@@ -260,9 +267,8 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err != nil {
 		return fail(err)
 	}
-	more := len(first) == firstPendingPage
-	if more {
-		e.disp.Hold() // released by loadPending once it has read the rest
+	if len(first) == firstPendingPage { // the loader reads the rest (queue.go)
+		e.spillFrom(first[len(first)-1].Seq + 1)
 	}
 	e.enqueue(pendingItems(first)...)
 	e.disp.Resume()
@@ -279,9 +285,9 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := e.reclaim(ctx, true); err != nil {
 		e.storeFailed("reclaim", err)
 	}
-	if more {
+	if e.node == nil {
 		e.loopWG.Add(1)
-		go e.loadPending(first[len(first)-1].Seq)
+		go e.loader()
 	}
 	e.every(e.cfg.HeartbeatInterval, e.heartbeat)
 	e.every(e.cfg.ReclaimInterval, func() {
@@ -314,34 +320,6 @@ func pendingItems(ps []store.Pending) []dispatch.Item {
 			Correlation: p.CorrelationID, RetryAt: p.RetryAt, Flow: dispatch.FlowOf(p.RateKey, p.ConcurrencyKey), Waiting: p.Waiting}
 	}
 	return items
-}
-
-// loadPending loads the idle runs after seq, page by page, retrying
-// failures, until none are left or the engine stops. It owns one loopWG
-// count and one dispatcher hold.
-func (e *Engine) loadPending(after int64) {
-	defer e.loopWG.Done()
-	defer e.disp.Release()
-	if e.node != nil { // a node claims through the store
-		e.node.poke()
-		return
-	}
-	for {
-		var page []store.Pending
-		err := e.persist("load pending", func() error {
-			var err error
-			page, err = e.store.Pending(e.io, after, pendingPage)
-			return err
-		})
-		if err != nil {
-			return // stopped hard or the store is closed; the next start loads them
-		}
-		e.enqueue(pendingItems(page)...)
-		if len(page) < pendingPage || !e.isState(stateStarted) {
-			return
-		}
-		after = page[len(page)-1].Seq
-	}
 }
 
 func (e *Engine) isState(s engineState) bool {
@@ -450,6 +428,7 @@ func (e *Engine) stopLoops() {
 		stop()
 	}
 	e.mu.Unlock()
+	e.stopLoader()
 	e.loopWG.Wait()
 }
 

@@ -53,6 +53,7 @@ var engineSuite = []func() []Case{
 	childrenCases,  // enginesuite_children_test.go: children and joins
 	drainWaitCases, // enginesuite_suspend_test.go: Drain and waiting runs
 	groupCases,     // enginesuite_groups_test.go: Singleton, Debounce, paused schedules
+	queueCases,     // enginesuite_queue_test.go: a backlog beyond MaxQueued
 }
 
 // engineStores are the stores the engine suite runs on.

@@ -95,7 +95,7 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 	}
 	r := &res.Run
 	if c.u.Children != nil {
-		e.admitted(c.u.Children, res.Children)
+		e.admitted(c.u.Children, res.Children, false)
 	}
 	if c.u.Epoch == 0 && !r.Status.Active() {
 		e.stop(r.ID) // an operator ended (or set aside) the run
@@ -150,14 +150,20 @@ func (e *Engine) refused(c *change, err error) {
 
 // admitted indexes the runs an admission created and announces them, with
 // its drops: the one place that does, for emissions and follow-ups alike.
-func (e *Engine) admitted(a *store.Admission, res store.AdmitResult) {
+// An emission's runs (emitted) may be left in the store while the queue is
+// full (queue.go); follow-ups are always queued.
+func (e *Engine) admitted(a *store.Admission, res store.AdmitResult, emitted bool) {
 	// Announced before they are queued: a run queued first could start,
 	// and publish run:started, before its run:admitted.
 	for i := range res.Admitted {
 		e.publish(with(runEvent(&res.Admitted[i]), RunAdmitted))
 	}
 	for i := range res.Admitted {
-		e.enqueue(itemOf(&res.Admitted[i]))
+		if r := &res.Admitted[i]; emitted && r.Priority <= 0 {
+			e.queueEmitted(itemOf(r))
+		} else {
+			e.enqueue(itemOf(r))
+		}
 	}
 	for _, d := range res.Dropped {
 		e.publishDrop(a.Event, d.Process, a.CorrelationID)

@@ -47,7 +47,7 @@ type ProcessMetrics struct {
 // DispatcherMetrics is this engine's view of its runs.
 type DispatcherMetrics struct {
 	Slots   int // fleet concurrency
-	Ready   int // idle and due, waiting for a slot
+	Ready   int // idle and due, queued in memory for a slot: at most about Config.MaxQueued (Metrics.Queue counts the runs waiting in the store too)
 	Delayed int // idle, waiting for a retry delay; and waiting runs with a deadline (Sleep, WaitFor with a timeout)
 	Running int // executing
 	// RateLimited and KeyLimited count the idle, due runs held back by a

@@ -292,7 +292,7 @@ func (e *Engine) emitTick(sc *schedule, t time.Time) error {
 	if payload == nil {
 		payload = map[string]string{"schedule": sc.Name, "tick": t.UTC().Format(time.RFC3339Nano)}
 	}
-	em, _, err := e.emit(e.io, nil, sc.Event, payload, []EmitOption{IdempotencyKey(TickKey(sc.Name, t))})
+	em, _, err := e.emit(e.io, nil, sc.Event, payload, []EmitOption{IdempotencyKey(TickKey(sc.Name, t))}, false)
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	sc.last, sc.err = t, ""

@@ -516,6 +516,6 @@ func (e *Engine) EmitTx(ctx context.Context, tx store.Admitter, event string, pa
 	if tx == nil {
 		return Emission{}, &Error{Code: CodeInvalidConfig, Op: "emit tx", Msg: "no transaction admitter given"}
 	}
-	em, _, err := e.emit(ctx, tx, event, payload, opts)
+	em, _, err := e.emit(ctx, tx, event, payload, opts, false)
 	return em, err
 }

@@ -1,6 +1,8 @@
 // Package dispatch decides which idle run starts next. It is the engine's
-// in-memory index of the store's idle runs: loaded once at start, fed by
-// admissions, retries and repairs, so nothing polls the database.
+// in-memory queue of the store's idle runs: fed by admissions, retries and
+// repairs, and by the engine's loader with the runs of a backlog too large
+// to hold (Config.Low tells it when the queue runs low), so nothing polls
+// the database.
 //
 // A Dispatcher owns the fleet's execution slots, each process's running
 // cap and its flow limits (see flow.go). Runs become eligible in rank
@@ -88,6 +90,11 @@ type Config struct {
 	// Freed, if set, is called under the dispatcher's lock each time a
 	// started item is Done (a slot may be free). The same rules as Start.
 	Freed func()
+	// Low, if set, is called under the dispatcher's lock after items were
+	// started or Done while fewer than LowWater items are ready (Ready):
+	// the engine may have more in the store. The same rules as Start.
+	Low      func()
+	LowWater int
 }
 
 // Stats is a snapshot of the dispatcher's queues.
@@ -136,6 +143,7 @@ type Dispatcher struct {
 	runW     []chan struct{} // closed when nothing runs
 	nDelayed int
 	nKey     int // entries parked inKey
+	nProc    int // entries parked inProcess
 	nRate    int // entries parked inRate
 	corrW    map[string][]chan struct{}
 	stopTmr  func() bool
@@ -237,6 +245,8 @@ func (d *Dispatcher) Remove(id string) bool {
 		if e.Waiting {
 			d.nWaiting--
 		}
+	case inProcess:
+		d.nProc--
 	case inKey:
 		d.nKey--
 	case inRate:
@@ -456,6 +466,7 @@ func (d *Dispatcher) unparkLocked(process string) {
 			continue
 		}
 		e.where = inReady
+		d.nProc--
 		heap.Push(&d.ready, e)
 		break
 	}
@@ -478,6 +489,7 @@ func (d *Dispatcher) fillLocked() {
 				d.parked[e.Process] = ph
 			}
 			e.where = inProcess
+			d.nProc++
 			heap.Push(ph, e)
 			continue
 		}
@@ -506,6 +518,21 @@ func (d *Dispatcher) fillLocked() {
 		}
 		d.timerLocked(now)
 	}
+	if d.cfg.Low != nil && d.readyLocked() < d.cfg.LowWater {
+		d.cfg.Low()
+	}
+}
+
+// Ready reports how many items could start but for a free slot: known,
+// not started, due, and not parked at a cap or flow limit.
+func (d *Dispatcher) Ready() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.readyLocked()
+}
+
+func (d *Dispatcher) readyLocked() int {
+	return d.inactive - d.nHeld - d.nDelayed - d.nProc - d.nKey - d.nRate
 }
 
 // armLocked moves due delayed items to ready and arms the timer for the

@@ -376,6 +376,56 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Stop/HardStopCancelsHandlers"), sqlConf("Stop/HardStopCancelsHandlers")},
 	},
 	{
+		Name:      "queue-unbounded",
+		Guarantee: "an engine keeps at most MaxQueued ready runs in memory; the rest of a backlog waits in the store",
+		Edits: []Edit{{
+			File: "queue.go",
+			Old:  "\tif !s.on && e.disp.Ready()+len(items) <= e.cfg.MaxQueued {",
+			New:  "\tif true {",
+		}},
+		Tests: []Test{memConf("Queue/BacklogBeyondMaxQueued"), sqlConf("Queue/BacklogBeyondMaxQueued")},
+	},
+	{
+		Name:      "queue-spill-admits-ahead",
+		Guarantee: "while a backlog waits in the store, runs emitted later wait behind it",
+		Edits: []Edit{{
+			File: "queue.go",
+			Old:  "\tif !s.on && e.disp.Ready()+len(items) <= e.cfg.MaxQueued {",
+			New:  "\tif e.disp.Ready()+len(items) <= e.cfg.MaxQueued {",
+		}},
+		Tests: []Test{memConf("Queue/EmittedDuringARead"), sqlConf("Queue/EmittedDuringARead")},
+	},
+	{
+		Name:      "queue-spill-ends-with-runs-left",
+		Guarantee: "runs left in the store while the loader reads are read by a later page, never forgotten",
+		Edits: []Edit{{
+			File: "queue.go",
+			Old:  "\tif s.from != math.MaxInt64 { // left in the store during the read\n\t\treturn true\n\t}\n",
+			New:  "\t_ = math.MaxInt64\n",
+		}},
+		Tests: []Test{memConf("Queue/EmittedDuringARead"), sqlConf("Queue/EmittedDuringARead")},
+	},
+	{
+		Name:      "queue-urgent-left-in-store",
+		Guarantee: "a run of priority above 0 joins a full queue and overtakes the backlog",
+		Edits: []Edit{{
+			File: "lifecycle.go",
+			Old:  "emitted && r.Priority <= 0 {",
+			New:  "emitted {",
+		}},
+		Tests: []Test{memConf("Queue/UrgentAndWaitedRunsJoinAFullQueue"), sqlConf("Queue/UrgentAndWaitedRunsJoinAFullQueue")},
+	},
+	{
+		Name:      "queue-waited-left-in-store",
+		Guarantee: "a run EmitAndWait waits for joins a full queue, so the wait does not read the store until the backlog drains",
+		Edits: []Edit{{
+			File: "emit.go",
+			Old:  "\t\te.admitted(adm, res, !waited)\n",
+			New:  "\t\te.admitted(adm, res, true)\n",
+		}},
+		Tests: []Test{memConf("Queue/UrgentAndWaitedRunsJoinAFullQueue"), sqlConf("Queue/UrgentAndWaitedRunsJoinAFullQueue")},
+	},
+	{
 		Name:      "merged-claim-twice",
 		Guarantee: "claims that share a statement get each run once",
 		Edits: []Edit{{
