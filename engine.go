@@ -113,7 +113,7 @@ func New(cfg Config) (*Engine, error) {
 	if sh, ok := cfg.Store.(store.Shared); ok {
 		e.node = newNode(e, sh)
 	}
-	e.spill = newSpill()
+	e.spill.init()
 	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(&it) }, Freed: e.freed,
 		Low: e.low, LowWater: cfg.MaxQueued - e.page() + 1})
 	return e, nil

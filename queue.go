@@ -39,8 +39,8 @@ type spill struct {
 	once   sync.Once
 }
 
-func newSpill() spill {
-	return spill{kick: make(chan struct{}, 1), quit: make(chan struct{})}
+func (s *spill) init() {
+	s.kick, s.quit = make(chan struct{}, 1), make(chan struct{})
 }
 
 // page is how many idle runs the loader reads at a time.
