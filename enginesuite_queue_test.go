@@ -148,6 +148,22 @@ func queueCases() []Case {
 			}
 			Expect(h, "runs executed", len(seen), n)
 		}},
+		Case{Name: "Queue/RegisteredAfterStart", Note: "new: a process registered after Start has its backlog read page by page as the queue drains, and Drain waits for all of it", Fn: func(h *H) {
+			var ids []string
+			for range 40 {
+				ids = append(ids, h.Admit("late", "ev", nil).ID)
+			}
+			var n atomic.Int64
+			e := h.Started(yella.Config{MaxQueued: 8, Concurrency: 2}, Proc("other", "other", Noop))
+			if err := e.Register(Proc("late", "ev", func(c *yella.Ctx) yella.Result { n.Add(1); return c.OK(nil) })); err != nil {
+				h.Fatalf("register: %v", err)
+			}
+			h.Drain(e)
+			for _, id := range ids {
+				Expect(h, "status", h.Run(id).Status, store.StatusCompleted)
+			}
+			Expect(h, "handler runs", n.Load(), int64(40))
+		}},
 		Case{Name: "Queue/BacklogAcrossRestart", Durable: true, Note: "new: a restart reads a first page and starts it; the rest of the backlog is read as the queue drains, and every run completes once", Fn: func(h *H) {
 			proc := func(n *counter) yella.Process {
 				return yella.Process{Name: "work", On: "ev", Run: func(c *yella.Ctx) yella.Result { n.add(c.RunID()); n.add("all"); return c.OK(nil) }}

@@ -426,6 +426,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Queue/UrgentAndWaitedRunsJoinAFullQueue"), sqlConf("Queue/UrgentAndWaitedRunsJoinAFullQueue")},
 	},
 	{
+		Name:      "register-after-start-not-loaded",
+		Guarantee: "a process registered after Start gets its idle runs queued, and Drain waits for them",
+		Edits: []Edit{{
+			File: "engine.go",
+			Old:  "\t\t\te.spillFrom(0) // its idle runs are in the store: the loader reads them\n",
+			New:  "",
+		}},
+		Tests: []Test{memConf("Queue/RegisteredAfterStart"), sqlConf("Queue/RegisteredAfterStart")},
+	},
+	{
 		Name:      "merged-claim-twice",
 		Guarantee: "claims that share a statement get each run once",
 		Edits: []Edit{{
