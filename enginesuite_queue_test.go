@@ -164,6 +164,63 @@ func queueCases() []Case {
 			}
 			Expect(h, "handler runs", n.Load(), int64(40))
 		}},
+		Case{Name: "Queue/MixedLoadOnATinyQueue", Note: "new: caps, per-key bounds, priorities, chains, batches and concurrent emitters on a queue of 3: every run executes once and Drain waits for all", Fn: func(h *H) {
+			type job struct {
+				Tenant string `json:"tenant"`
+				N      int    `json:"n"`
+			}
+			var mu sync.Mutex
+			seen := map[string]int{}
+			count := func(c *yella.Ctx) { mu.Lock(); seen[c.RunID()]++; mu.Unlock() }
+			e := h.Started(yella.Config{Concurrency: 4, MaxQueued: 3},
+				yella.Process{Name: "capped", On: "a", Concurrency: 2, Run: func(c *yella.Ctx) yella.Result { count(c); return c.OK(c.Payload(), yella.Then("b")) }},
+				yella.Process{Name: "keyed", On: "a", KeyConcurrency: &yella.KeyConcurrency{Max: 1, Key: yella.KeyFromPayload("tenant")},
+					Run: func(c *yella.Ctx) yella.Result { count(c); return c.OK(nil) }},
+				yella.Process{Name: "stage-b", On: "b", Run: func(c *yella.Ctx) yella.Result { count(c); return c.OK(nil) }})
+			var wg sync.WaitGroup
+			var total atomic.Int64
+			for g := range 4 {
+				wg.Go(func() {
+					for i := range 30 {
+						var opts []yella.EmitOption
+						if i%7 == 0 {
+							opts = append(opts, yella.Priority(i%3))
+						}
+						em, err := e.Emit(h.Ctx(), "a", job{Tenant: fmt.Sprint("t", i%3), N: g*1000 + i}, opts...)
+						if err != nil {
+							h.Error(err)
+							return
+						}
+						total.Add(int64(len(em.Runs)))
+					}
+					batch := make([]yella.BatchEvent, 20)
+					for i := range batch {
+						batch[i] = yella.BatchEvent{Event: "a", Payload: job{Tenant: fmt.Sprint("t", i%2), N: g*1000 + 500 + i}}
+					}
+					ems, err := e.EmitBatch(h.Ctx(), batch)
+					if err != nil {
+						h.Error(err)
+						return
+					}
+					for _, em := range ems {
+						total.Add(int64(len(em.Runs)))
+					}
+				})
+			}
+			wg.Wait()
+			h.Drain(e)
+			c, _ := h.St.Counts(h.Ctx())
+			want := total.Load() * 3 / 2 // each emission: capped and keyed; each capped run: one stage-b
+			Expect(h, "completed", c[store.StatusCompleted], want)
+			mu.Lock()
+			defer mu.Unlock()
+			Expect(h, "runs executed", int64(len(seen)), want)
+			for id, n := range seen {
+				if n != 1 {
+					h.Errorf("run %s executed %d times", id, n)
+				}
+			}
+		}},
 		Case{Name: "Queue/BacklogAcrossRestart", Durable: true, Note: "new: a restart reads a first page and starts it; the rest of the backlog is read as the queue drains, and every run completes once", Fn: func(h *H) {
 			proc := func(n *counter) yella.Process {
 				return yella.Process{Name: "work", On: "ev", Run: func(c *yella.Ctx) yella.Result { n.add(c.RunID()); n.add("all"); return c.OK(nil) }}
