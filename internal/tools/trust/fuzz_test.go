@@ -39,6 +39,7 @@ func TestFuzz(t *testing.T) {
 		d = 5 * time.Minute
 	}
 	r.figure("seconds_per_target", d.Seconds())
+	races := 0
 	for _, ft := range fuzzTargets {
 		cmd := exec.Command("go", "test", "-run", "^$", "-fuzz", "^"+ft.name+"$", "-fuzztime", d.String(), ft.pkg)
 		cmd.Dir = "../../.." // the module root
@@ -54,6 +55,17 @@ func TestFuzz(t *testing.T) {
 		} else if len(tail) > 600 {
 			tail = tail[len(tail)-600:]
 		}
-		r.check(t, ft.name, err == nil && execs > 0, "%d executions in %v; %v %s", execs, d, err, map[bool]string{true: "", false: tail}[err == nil])
+		tail = strings.ReplaceAll(tail, "\n", " | ") // one line: .ci/run keeps the invariant lines only
+		// Go 1.26's fuzzing coordinator may report the end of -fuzztime
+		// itself as "context deadline exceeded" when a worker, starved of
+		// CPU, is still executing an input (go.dev/issue/75804, fixed in Go
+		// 1.27). A finding always writes its input to testdata/fuzz; that
+		// race writes none and is counted, not failed.
+		race := err != nil && strings.Contains(string(out), "context deadline exceeded") && !strings.Contains(string(out), "Failing input written")
+		if race {
+			races++
+		}
+		r.check(t, ft.name, (err == nil || race) && execs > 0, "%d executions in %v; %v %s", execs, d, err, map[bool]string{true: "", false: tail}[err == nil])
 	}
+	r.figure("fuzztime_races", float64(races))
 }
