@@ -26,13 +26,15 @@ const (
 )
 
 // resumeBound is the takeover bound the tests hold the nodes to: the
-// heartbeat timeout, a heartbeat for a survivor to see it, and 1.5 s for
-// the reclaim and the claim on a loaded 2-core machine, where busy
-// survivors claim the freed runs as their slots free up (three seconds
-// more under the race detector, which slows the node processes several
-// times; .ci/run also runs the test without it, at the tight bound).
+// heartbeat timeout, a heartbeat for a survivor to see it, and 2 s for the
+// reclaim and the claim on a loaded 2-core machine, where busy survivors
+// claim the freed runs as their slots free up (the slowest takeovers
+// measured in CI there: 2.82 and 2.84 s, against a p50 of about 1 s;
+// three seconds more under the race detector, which slows the node
+// processes several times; .ci/run also runs the test without it, at the
+// tight bound).
 var resumeBound = func() time.Duration {
-	b := testTimeout + testHeartbeat + 1500*time.Millisecond
+	b := testTimeout + testHeartbeat + 2*time.Second
 	if raceEnabled {
 		b += 3 * time.Second
 	}
