@@ -147,6 +147,15 @@ func leaseCases() []Case {
 			}
 			h.Drain(a)
 			h.Drain(b)
+			// Drain waits for its own engine's runs: a run the other engine
+			// was claiming when the first Drain returned (skipped, locked,
+			// by this engine's claim) is that engine's only afterwards.
+			h.WaitFor("50 runs completed", func() bool {
+				c, err := h.St.Counts(h.Ctx())
+				return err == nil && c[store.StatusCompleted] == 50
+			})
+			h.Drain(a)
+			h.Drain(b)
 			Expect(h, "each run once", n.Load(), int32(50))
 		}},
 		Case{Name: "Shared/GracefulStopKeepsHeartbeating", Shared: true, Spec: []int{260}, Fn: func(h *H) {
