@@ -336,6 +336,12 @@ func heldFiles(path string) (inodes []uint64, deleted bool) {
 		if err != nil {
 			continue
 		}
+		// The descriptor may have been closed and its number reused for
+		// another file between the two calls (the replicator opens and
+		// closes the WAL to read it): count it only if it still names path.
+		if again, err := os.Readlink(link); err != nil || strings.TrimSuffix(again, " (deleted)") != path {
+			continue
+		}
 		if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
 			inodes = append(inodes, uint64(sys.Ino))
 			deleted = deleted || gone
