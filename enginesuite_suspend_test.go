@@ -303,6 +303,35 @@ func suspendCases() []Case {
 			Expect(h, "one run", len(runs), 1)
 			Expect(h, "completed", runs[0].Status, yella.StatusCompleted)
 		}},
+		Case{Name: "Waits/SignalledBeforeItsWaitSettled", Note: "new: a signal that ends a wait (with a timeout) before the engine has settled the attempt that began it, the woken run completing meanwhile, leaves no deadline queued: EmitAndWait returns, nothing stays in the queue", Fn: func(h *H) {
+			var calls counter
+			gate := &lateWaitSettle{Store: h.St, committed: make(chan struct{}), open: make(chan struct{})}
+			e := h.Started(yella.Config{Store: gate, Concurrency: 2}, approver(h, &calls, 24*time.Hour))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				_, err := e.EmitAndWait(ctx, "order", "7")
+				done <- err
+			}()
+			select {
+			case <-gate.committed:
+			case <-time.After(5 * time.Second):
+				h.Fatal("the attempt never began its wait")
+			}
+			res, err := e.Signal(h.Ctx(), "order:7", approval{By: "op"})
+			Expect(h, "signal", err, nil)
+			h.WaitStatus(res.RunID, store.StatusCompleted) // on the other slot, before the wait is settled
+			close(gate.open)
+			if err := <-done; err != nil {
+				h.Fatalf("EmitAndWait after the run completed: %v", err)
+			}
+			Expect(h, "approved", output(h, res.RunID), "op")
+			h.WaitFor("nothing left in the queue", func() bool {
+				m, err := e.Metrics(h.Ctx())
+				return err == nil && m.Dispatcher.Ready == 0 && m.Dispatcher.Delayed == 0 && m.Dispatcher.Running == 0
+			})
+		}},
 		Case{Name: "Waits/WaitingIsSticky", Note: "new: after a wait, the attempt's durable calls return ErrWaiting without running, and whatever the handler returns the run waits", Fn: func(h *H) {
 			var bodies, sawWaiting atomic.Int32
 			e := h.Started(yella.Config{}, yella.Process{Name: "p", On: "ev", Run: func(c *yella.Ctx) yella.Result {
@@ -402,4 +431,23 @@ func drainWaitCases() []Case {
 			h.WaitStatus(id, store.StatusCompleted)
 		}},
 	}
+}
+
+// lateWaitSettle is a store whose first Update that begins a wait commits
+// and then returns only once open is closed: the engine settles that
+// attempt after whatever happens meanwhile.
+type lateWaitSettle struct {
+	store.Store
+	once      atomic.Bool
+	committed chan struct{}
+	open      chan struct{}
+}
+
+func (g *lateWaitSettle) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
+	res, err := g.Store.Update(ctx, u)
+	if err == nil && u.Action == store.ActionWait && g.once.CompareAndSwap(false, true) {
+		close(g.committed)
+		<-g.open
+	}
+	return res, err
 }

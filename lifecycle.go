@@ -48,8 +48,27 @@ type change struct {
 
 // commit applies a decided change and settles it: the store's answer and
 // error (the slot is released either way).
+//
+// An attempt's outcome (persist) counts as being written from before its
+// store call until it is settled: a wake-up that lands in between (the
+// run's wait ended by a signal, a join, an operator) leaves word for
+// settle through requeue (see woken).
 func (e *Engine) commit(ctx context.Context, c *change) (store.UpdateResult, error) {
 	var res store.UpdateResult
+	if c.persist {
+		id := c.u.RunID
+		e.mu.Lock()
+		e.writing[id]++
+		e.mu.Unlock()
+		defer func() {
+			e.mu.Lock()
+			if e.writing[id]--; e.writing[id] <= 0 {
+				delete(e.writing, id)
+				delete(e.woken, id)
+			}
+			e.mu.Unlock()
+		}()
+	}
 	err := e.apply(ctx, c, &res)
 	e.settle(c, &res, err)
 	return res, err
@@ -62,16 +81,6 @@ func (e *Engine) apply(ctx context.Context, c *change, res *store.UpdateResult) 
 		*res, err = e.store.Update(ctx, c.u)
 		return err
 	}
-	e.mu.Lock()
-	e.writing[c.u.RunID]++
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		if e.writing[c.u.RunID]--; e.writing[c.u.RunID] <= 0 {
-			delete(e.writing, c.u.RunID)
-		}
-		e.mu.Unlock()
-	}()
 	return e.persist("finish", func() error {
 		var err error
 		*res, err = e.store.Update(ctx, c.u)
@@ -109,9 +118,24 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 	switch {
 	case r.Status == store.StatusIdle && c.u.Epoch == 0:
 		e.requeue(r) // sent back by an operator: queued now, in place of a wait's deadline
-	case r.Status == store.StatusIdle, r.Status == store.StatusWaiting && !r.RetryAt.IsZero():
+	case r.Status == store.StatusIdle:
 		e.enqueue(itemOf(r))
+	case r.Status == store.StatusWaiting && !r.RetryAt.IsZero() && !e.wokenSince(r):
+		e.enqueue(itemOf(r)) // the wait's deadline
 	}
+}
+
+// wokenSince reports whether the wait that run r (as its attempt left it)
+// began has been ended since, and the run queued anew by requeue. Its
+// deadline must not be queued then: the run may have run and ended
+// already, and an entry for it would stay behind, keeping its chain
+// unfinished (EmitAndWait would wait for the deadline) and, at the
+// deadline, dispatching a run that does not wait.
+func (e *Engine) wokenSince(r *store.Run) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ep, ok := e.woken[r.ID]
+	return ok && ep >= r.Epoch
 }
 
 // requeue queues run r anew: an entry queued for it earlier (a waiting
@@ -121,6 +145,14 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 // it (the node's claims run concurrently): removing it would strand a
 // claimed run until its lease expired.
 func (e *Engine) requeue(r *store.Run) {
+	e.mu.Lock()
+	if e.writing[r.ID] > 0 {
+		// The attempt that began the wait is not settled yet: its settle
+		// must not queue the wait's deadline (wokenSince). A run keeps its
+		// epoch until its next claim, so the epoch names that attempt.
+		e.woken[r.ID] = r.Epoch
+	}
+	e.mu.Unlock()
 	switch {
 	case e.node != nil:
 		e.enqueue(itemOf(r))

@@ -821,6 +821,16 @@ var pgMutations = []Mutation{
 		Tests: []Test{pgConf("Shared/SignalledRunClaimedAtOnce")},
 		Needs: pgURL,
 	},
+	{
+		Name:      "settle-queues-woken-deadline",
+		Guarantee: "a wait ended before the attempt that began it is settled leaves no deadline queued (EmitAndWait returns when its chain ends)",
+		Edits: []Edit{{
+			File: "lifecycle.go",
+			Old:  "\treturn ok && ep >= r.Epoch\n",
+			New:  "\treturn ok && ep >= r.Epoch && false\n",
+		}},
+		Tests: []Test{memConf("Waits/SignalledBeforeItsWaitSettled"), sqlConf("Waits/SignalledBeforeItsWaitSettled")},
+	},
 }
 
 // full returns the test as part of the full form only.
