@@ -47,14 +47,20 @@ type floor struct {
 	ps  map[string]*sql.Stmt // prepared once, owned by the writer
 }
 
-func openFloor(path string) (*floor, error) {
+func openFloor(path string) (*floor, error) { return openFloorOn(path, floorSchema) }
+
+// openFloorOn opens the floor on the database at path, creating schema
+// first unless it is empty (the database has its tables).
+func openFloorOn(path, schema string) (*floor, error) {
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=page_size(2048)&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)")
 	if err != nil {
 		return nil, err
 	}
 	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(floorSchema); err != nil {
-		return nil, err
+	if schema != "" {
+		if _, err := db.Exec(schema); err != nil {
+			return nil, err
+		}
 	}
 	f := &floor{db: db, ops: make(chan *floorOp, 1024), ps: map[string]*sql.Stmt{}}
 	go f.writer()
