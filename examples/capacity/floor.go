@@ -8,6 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/yella-go/yella/store/pgstore"
 )
 
 // The PostgreSQL floor: the least durable work this design does per run,
@@ -49,7 +51,15 @@ type fRun struct {
 // fresh schema: setup and admission, then ready() and, once it returns,
 // the timed drain. It returns the drain's commands and transactions, as
 // the engine's store counts them.
-func floorRun(url, schema, w string, n int, ready func()) (cmdCount, txCount int64, err error) {
+//
+// With onEngine (a diagnostic, no-op runs only) the floor's work runs on
+// the engine's tables instead of its own: the schema created by the
+// engine's store, runs inserted with the columns an admission must set,
+// claimed in the engine's claim order with a lease as the engine's claims
+// take one, and completed as an attempt end completes them. The distance
+// from the floor to it is what the engine's schema costs before any
+// engine code runs.
+func floorRun(url, schema, w string, n int, onEngine bool, ready func()) (cmdCount, txCount int64, err error) {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -57,7 +67,18 @@ func floorRun(url, schema, w string, n int, ready func()) (cmdCount, txCount int
 	}
 	defer pool.Close()
 	s := pgx.Identifier{schema}.Sanitize()
-	if _, err := pool.Exec(ctx, fmt.Sprintf(floorDDL, s)); err != nil {
+	q := floorStatements(s)
+	if onEngine {
+		if w != "noop" {
+			return 0, 0, fmt.Errorf("the floor on the engine's schema runs no-op runs only, not %q", w)
+		}
+		st, err := pgstore.Open(ctx, url, pgstore.Options{Schema: schema}) // the engine's schema
+		if err != nil {
+			return 0, 0, err
+		}
+		st.Close()
+		q = floorOnEngineStatements(s)
+	} else if _, err := pool.Exec(ctx, fmt.Sprintf(floorDDL, s)); err != nil {
 		return 0, 0, err
 	}
 	total, roots := n, n
@@ -69,21 +90,11 @@ func floorRun(url, schema, w string, n int, ready func()) (cmdCount, txCount int
 		for j := i; j < min(i+500, roots); j++ {
 			ps = append(ps, fmt.Appendf(nil, `{"i":%d}`, j))
 		}
-		if _, err := pool.Exec(ctx, `INSERT INTO `+s+`.runs (stage, status, payload) SELECT 1, 'idle', p FROM unnest($1::bytea[]) p`, ps); err != nil {
+		if _, err := pool.Exec(ctx, q.insert, ps); err != nil {
 			return 0, 0, err
 		}
 	}
-	claimSQL := `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1
-		WHERE seq = ANY(ARRAY(SELECT seq FROM ` + s + `.runs WHERE status = 'idle' ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED))
-		RETURNING seq, epoch, stage`
-	startSQL := `INSERT INTO ` + s + `.effects (run_seq, key, status)
-		SELECT r.seq, 'e1', 'started' FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
-		JOIN ` + s + `.runs r ON r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running'`
-	doneSQL := `WITH u AS (UPDATE ` + s + `.runs r SET status = 'completed', output = 'null'
-			FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
-			WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running' RETURNING r.seq, r.stage, r.payload),
-		e AS (UPDATE ` + s + `.effects e SET status = 'completed', output = '1' FROM u WHERE $3 AND e.run_seq = u.seq AND e.key = 'e1')
-		INSERT INTO ` + s + `.runs (stage, status, payload) SELECT 2, 'idle', payload FROM u WHERE $4 AND u.stage = 1`
+	claimSQL, startSQL, doneSQL := q.claim, q.start, q.done
 	ready()
 
 	cmds := make(chan *floorCmd, 4*floorMaxBatch)
@@ -185,6 +196,48 @@ func floorRun(url, schema, w string, n int, ready func()) (cmdCount, txCount int
 	close(cmds)
 	err = <-writerDone // received after the writer's last count: no race
 	return cmdCount, txCount, err
+}
+
+// floorSQL are the statements of a floor: insert (a page of payloads),
+// claim ($1 runs), start (effects of runs $1 at epochs $2) and done (runs
+// $1 at epochs $2; $3: complete their effect, $4: insert their stage 2).
+type floorSQL struct{ insert, claim, start, done string }
+
+func floorStatements(s string) floorSQL {
+	return floorSQL{
+		insert: `INSERT INTO ` + s + `.runs (stage, status, payload) SELECT 1, 'idle', p FROM unnest($1::bytea[]) p`,
+		claim: `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1
+		WHERE seq = ANY(ARRAY(SELECT seq FROM ` + s + `.runs WHERE status = 'idle' ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED))
+		RETURNING seq, epoch, stage`,
+		start: `INSERT INTO ` + s + `.effects (run_seq, key, status)
+		SELECT r.seq, 'e1', 'started' FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
+		JOIN ` + s + `.runs r ON r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running'`,
+		done: `WITH u AS (UPDATE ` + s + `.runs r SET status = 'completed', output = 'null'
+			FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
+			WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running' RETURNING r.seq, r.stage, r.payload),
+		e AS (UPDATE ` + s + `.effects e SET status = 'completed', output = '1' FROM u WHERE $3 AND e.run_seq = u.seq AND e.key = 'e1')
+		INSERT INTO ` + s + `.runs (stage, status, payload) SELECT 2, 'idle', payload FROM u WHERE $4 AND u.stage = 1`,
+	}
+}
+
+// floorOnEngineStatements are the no-op floor's statements on the engine's
+// runs table (times in Unix nanoseconds from the server's clock).
+func floorOnEngineStatements(s string) floorSQL {
+	const now = `(extract(epoch FROM clock_timestamp()) * 1e9)::bigint`
+	return floorSQL{
+		insert: `WITH r AS (INSERT INTO ` + s + `.runs (id, process, event, status, payload, created_at)
+			SELECT gen_random_uuid()::text, 'noop', 'cap:noop', 'idle', p, ` + now + ` FROM unnest($1::bytea[]) p RETURNING id, seq)
+			INSERT INTO ` + s + `.run_ids (id, seq) SELECT id, seq FROM r`,
+		claim: `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = 'floor',
+			lease_expires = ` + now + ` + 30000000000, started_at = ` + now + `
+		WHERE seq = ANY(ARRAY(SELECT seq FROM ` + s + `.runs WHERE status = 'idle'
+			ORDER BY (created_at - coalesce(priority, 0)::bigint * 60000000000), seq LIMIT $1 FOR UPDATE SKIP LOCKED))
+		RETURNING seq, epoch, 1`,
+		done: `UPDATE ` + s + `.runs r SET status = 'completed', output = 'null', completed_at = ` + now + `,
+			lease_owner = NULL, lease_expires = NULL, tl = tl + 2
+		FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
+		WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running' AND $3::bool IS NOT NULL AND $4::bool IS NOT NULL`,
+	}
 }
 
 // floorCommit runs one batch in one transaction: its claims, one

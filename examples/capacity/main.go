@@ -99,6 +99,11 @@ var pgMeasurements = func() []measurement {
 		ms = append(ms, measurement{"floor-" + w, fmt.Sprintf("the PostgreSQL floor: %s, %s admitted then drained", whats[w], n), "runs/s", "", func(childConfig) (result, error) {
 			return pgMeasure("floor", w, 1)
 		}})
+		if w == "noop" {
+			ms = append(ms, measurement{"schema-noop", "DIAGNOSTIC (not an engine): the floor's no-op work on the engine's tables and indexes, admitted then drained", "runs/s", "floor-noop", func(childConfig) (result, error) {
+				return pgMeasure("schema", w, 1)
+			}})
+		}
 		for _, p := range []int{1, 2, 4} {
 			ms = append(ms, measurement{fmt.Sprintf("%s-%dp", w, p), fmt.Sprintf("%s, %s admitted then drained by %d engine process(es), PostgreSQL", whats[w], n, p), "runs/s", "floor-" + w, func(childConfig) (result, error) {
 				return pgMeasure("engine", w, p)
