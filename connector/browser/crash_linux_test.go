@@ -168,6 +168,11 @@ func killMidScrape(t *testing.T, atMostOnce bool) (childReport, *site, string) {
 	if err := second.Wait(); err != nil {
 		t.Fatalf("second engine: %v", err)
 	}
+	// The killed engine could not remove its browser's user data
+	// directory: the second engine's pool removed it (and its own).
+	if owned, _ := filepath.Glob(filepath.Join(spec.Dir, "yella-browser-*", ownerFile)); len(owned) > 0 {
+		t.Errorf("user data directories left after both engines: %v", owned)
+	}
 	return rep, s, spec.Dir
 }
 

@@ -25,7 +25,8 @@ type instance struct {
 	ctx         context.Context // the browser's chromedp context
 	cancel      context.CancelFunc
 	allocCancel context.CancelFunc
-	dir         string // user data directory: also the marker of its processes
+	dir         string   // user data directory: also the marker of its processes
+	owner       *os.File // holds dir's lock while the browser lives (ownDir)
 	pid         atomic.Int64
 	lostConn    <-chan struct{} // the connection's LostConnection, once started
 
@@ -63,6 +64,13 @@ func (b *instance) start() {
 		return
 	}
 	b.dir = dir
+	if b.owner, err = ownDir(dir); err != nil {
+		os.RemoveAll(dir)
+		b.dir = ""
+		b.err = fmt.Errorf("browser: lock the user data directory: %w", err)
+		b.markGone()
+		return
+	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(cfg.ExecPath), chromedp.UserDataDir(dir), chromedp.DisableGPU,
 		chromedp.WindowSize(cfg.WindowWidth, cfg.WindowHeight), chromedp.ModifyCmdFunc(setProcAttr))
@@ -171,6 +179,9 @@ func (b *instance) kill(crashed bool, why string) {
 			if b.dir != "" {
 				killMarked(b.dir)
 				os.RemoveAll(b.dir)
+			}
+			if b.owner != nil {
+				b.owner.Close() // after the removal: never seen unlocked before
 			}
 		}()
 	})

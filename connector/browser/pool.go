@@ -52,7 +52,10 @@ type Config struct {
 	// restarted for the next caller. Default 5 s.
 	ProbeTimeout time.Duration
 	// TempDir holds each browser's user data directory (removed when the
-	// browser ends). Default: os.TempDir().
+	// browser ends). Default: os.TempDir(). On Linux, New also removes
+	// the directories there that a process which died without removing
+	// them left (a SIGKILL, a crash): each directory holds a lock file
+	// locked while its process lives.
 	TempDir string
 	// WindowWidth and WindowHeight are the viewport, which also bounds a
 	// screenshot's size. Default 1280 × 800.
@@ -96,7 +99,8 @@ type Pool struct {
 	starts, crashes atomic.Int64
 }
 
-// New checks cfg and returns a pool; it starts no browser yet.
+// New checks cfg and returns a pool; it starts no browser yet (it sweeps
+// TempDir in the background: see Config.TempDir).
 func New(cfg Config) (*Pool, error) {
 	if cfg.MaxBrowsers < 0 || cfg.TabsPerBrowser < 0 || cfg.PageTimeout < 0 || cfg.StartTimeout < 0 || cfg.ProbeTimeout < 0 || cfg.WindowWidth < 0 || cfg.WindowHeight < 0 {
 		return nil, errors.New("browser: MaxBrowsers, TabsPerBrowser, the timeouts and the window size must not be negative")
@@ -128,7 +132,15 @@ func New(cfg Config) (*Pool, error) {
 		}
 		cfg.ExecPath = p
 	}
-	return &Pool{cfg: cfg, slots: make(chan struct{}, cfg.MaxBrowsers*cfg.TabsPerBrowser), done: make(chan struct{})}, nil
+	p := &Pool{cfg: cfg, slots: make(chan struct{}, cfg.MaxBrowsers*cfg.TabsPerBrowser), done: make(chan struct{})}
+	p.cleanup.Add(1)
+	go func() { // in the background: New starts nothing the caller waits for
+		defer p.cleanup.Done()
+		for _, d := range sweepStale(cfg.TempDir) {
+			p.logf("removed the user data directory of a browser whose process is gone", "dir", d)
+		}
+	}()
+	return p, nil
 }
 
 // FindChromium returns the path of the first of chromium, chromium-browser,

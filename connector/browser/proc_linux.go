@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -159,4 +160,56 @@ func statusKB(pid int, file, field string) (int64, bool) {
 		}
 	}
 	return 0, true
+}
+
+// ownerFile is the lock file in a browser's user data directory: locked
+// (flock) by the process whose pool started the browser for as long as
+// that process lives; the kernel releases the lock when the process dies,
+// however it dies, so a directory whose lock can be taken has no owner.
+const ownerFile = ".yella-owner"
+
+// ownDir marks dir as this process's: a lock file, locked before it takes
+// its name in dir, so that no pool sweeping directories ever finds it
+// unlocked while its owner lives. The file returned holds the lock: close
+// it once the directory is removed.
+func ownDir(dir string) (*os.File, error) {
+	f, err := os.CreateTemp(dir, ownerFile+"-")
+	if err != nil {
+		return nil, err
+	}
+	if err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err == nil {
+		err = os.Rename(f.Name(), filepath.Join(dir, ownerFile))
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return f, nil
+}
+
+// sweepStale removes the user data directories in tmp (yella-browser-*)
+// whose owner is gone: a process that died without removing its browsers'
+// directories (a SIGKILL, a crash). A directory is removed only if its
+// lock file is there and its lock can be taken; directories of live
+// processes, and directories without a lock file, are left alone. Any
+// process still marked with a removed directory (a helper of the dead
+// browser) is killed first. It returns the directories removed.
+func sweepStale(tmp string) []string {
+	dirs, _ := filepath.Glob(filepath.Join(tmp, "yella-browser-*"))
+	var removed []string
+	for _, d := range dirs {
+		f, err := os.Open(filepath.Join(d, ownerFile))
+		if err != nil {
+			continue
+		}
+		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {
+			killMarked(d)
+			if os.RemoveAll(d) == nil {
+				removed = append(removed, d)
+			}
+		}
+		f.Close()
+	}
+	return removed
 }

@@ -2,7 +2,10 @@
 
 package browser
 
-import "os/exec"
+import (
+	"os"
+	"os/exec"
+)
 
 func setProcAttr(*exec.Cmd) {}
 
@@ -15,3 +18,9 @@ func killMarked(string) {}
 func MarkedProcesses(string) []int { return nil }
 
 func treeMemory(int) (int, int64, int64) { return 0, 0, 0 }
+
+// ownDir marks dir as this process's on Linux; elsewhere directories of
+// dead processes are not swept, and it does nothing.
+func ownDir(string) (*os.File, error) { return nil, nil }
+
+func sweepStale(string) []string { return nil }

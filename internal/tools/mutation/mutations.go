@@ -683,6 +683,26 @@ var connectorMutations = []Mutation{
 		}},
 		Tests: []Test{{Pkg: "./connector/browser", Run: "^TestEngineKilledMidScrape$", Timeout: 3 * time.Minute}},
 	},
+	{
+		Name:      "browser-dirs-of-dead-engines-kept",
+		Guarantee: "a pool removes the browser user data directories an engine that died left, and never a live one's",
+		Edits: []Edit{{
+			File: "connector/browser/proc_linux.go",
+			Old:  "\t\tif syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {\n\t\t\tkillMarked(d)",
+			New:  "\t\tif false {\n\t\t\tkillMarked(d)",
+		}},
+		Tests: []Test{{Pkg: "./connector/browser", Run: "^TestStaleDirsSwept$"}},
+	},
+	{
+		Name:      "browser-dir-swept-while-live",
+		Guarantee: "a pool never removes the user data directory of a live process's browser",
+		Edits: []Edit{{
+			File: "connector/browser/proc_linux.go",
+			Old:  "\t\tif syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil {\n\t\t\tkillMarked(d)",
+			New:  "\t\tif syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) == nil || true {\n\t\t\tkillMarked(d)",
+		}},
+		Tests: []Test{{Pkg: "./connector/browser", Run: "^TestStaleDirsSwept$|^TestOwnDirLocks$"}},
+	},
 }
 
 // pgMutations break the PostgreSQL store's guarantees: several engine
