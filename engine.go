@@ -72,9 +72,9 @@ type Engine struct {
 	loopsOff        bool
 	backoff         time.Duration  // claim-failure backoff
 	writing         map[string]int // runs whose outcome is being recorded (retried while the store fails) or settled
-	// woken: runs whose wait was ended while the attempt that began it
-	// was being written, with that attempt's epoch (requeue, wokenSince).
-	woken map[string]int64
+	// superseded: runs changed again while an attempt's outcome on them
+	// was being written or settled, with that attempt's epoch (supersede).
+	superseded map[string]int64
 }
 
 type engineState int
@@ -110,7 +110,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Logger, owner: owner,
 		procs: map[string]*registered{}, byEvent: map[string][]*registered{}, schedules: map[string]*schedule{},
 		rec: obs.NewRecorder(cfg.ObservabilityBucket), io: context.Background(),
-		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{}, writing: map[string]int{}, woken: map[string]int64{},
+		stopped: make(chan struct{}), running: map[string]*attempt{}, timers: map[int]func() bool{}, writing: map[string]int{}, superseded: map[string]int64{},
 	}
 	e.runCtx, e.stopRun = context.WithCancelCause(context.Background())
 	if sh, ok := cfg.Store.(store.Shared); ok {

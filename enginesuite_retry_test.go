@@ -1,6 +1,7 @@
 package yella_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -35,6 +36,40 @@ func retryCases() []Case {
 			Expect(h, "status", r.Status, store.StatusCompleted)
 			Expect(h, "attempts", r.Attempts, 2)
 			Expect(h, "handler saw attempt", string(r.Output), "2")
+		}},
+		Case{Name: "Retry/CancelledBeforeItsRetrySettled", Note: "new: an operator's cancel that lands after an attempt's end scheduled a retry (in an hour) and before the engine settled that end leaves nothing queued: EmitAndWait returns with the run cancelled", Fn: func(h *H) {
+			gate := newLateSettle(h.St, store.ActionRetryLater)
+			e := h.Started(yella.Config{Store: gate, Retry: &yella.Retry{Max: 3, Backoff: yella.Fixed(time.Hour)}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				return c.Error(errors.New("down"))
+			}))
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			var runs []yella.Run
+			go func() {
+				var err error
+				runs, err = e.EmitAndWait(ctx, "ev", nil)
+				done <- err
+			}()
+			select {
+			case <-gate.committed:
+			case <-time.After(5 * time.Second):
+				h.Fatal("the attempt never scheduled its retry")
+			}
+			ps, err := h.St.Pending(h.Ctx(), 0, 10)
+			Expect(h, "pending", err, nil)
+			Expect(h, "one run waiting for its retry", len(ps), 1)
+			_, err = e.Cancel(h.Ctx(), ps[0].ID)
+			Expect(h, "cancel", err, nil)
+			close(gate.open)
+			if err := <-done; err != nil {
+				h.Fatalf("EmitAndWait after the run was cancelled: %v", err)
+			}
+			Expect(h, "cancelled", runs[0].Status, yella.StatusCancelled)
+			h.WaitFor("nothing left in the queue", func() bool {
+				m, err := e.Metrics(h.Ctx())
+				return err == nil && m.Dispatcher.Ready == 0 && m.Dispatcher.Delayed == 0 && m.Dispatcher.Running == 0
+			})
 		}},
 		Case{Name: "Retry/ExhaustedToDeadLetter", Spec: []int{227, 232, 306}, Fn: func(h *H) {
 			var n atomic.Int32

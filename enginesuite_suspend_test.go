@@ -305,7 +305,7 @@ func suspendCases() []Case {
 		}},
 		Case{Name: "Waits/SignalledBeforeItsWaitSettled", Note: "new: a signal that ends a wait (with a timeout) before the engine has settled the attempt that began it, the woken run completing meanwhile, leaves no deadline queued: EmitAndWait returns, nothing stays in the queue", Fn: func(h *H) {
 			var calls counter
-			gate := &lateWaitSettle{Store: h.St, committed: make(chan struct{}), open: make(chan struct{})}
+			gate := newLateSettle(h.St, store.ActionWait)
 			e := h.Started(yella.Config{Store: gate, Concurrency: 2}, approver(h, &calls, 24*time.Hour))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -433,19 +433,24 @@ func drainWaitCases() []Case {
 	}
 }
 
-// lateWaitSettle is a store whose first Update that begins a wait commits
-// and then returns only once open is closed: the engine settles that
-// attempt after whatever happens meanwhile.
-type lateWaitSettle struct {
+// lateSettle is a store whose first Update of its action commits and then
+// returns only once open is closed: the engine settles that attempt's end
+// after whatever happens meanwhile.
+type lateSettle struct {
 	store.Store
+	action    store.Action
 	once      atomic.Bool
 	committed chan struct{}
 	open      chan struct{}
 }
 
-func (g *lateWaitSettle) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
+func newLateSettle(st store.Store, a store.Action) *lateSettle {
+	return &lateSettle{Store: st, action: a, committed: make(chan struct{}), open: make(chan struct{})}
+}
+
+func (g *lateSettle) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
 	res, err := g.Store.Update(ctx, u)
-	if err == nil && u.Action == store.ActionWait && g.once.CompareAndSwap(false, true) {
+	if err == nil && u.Action == g.action && g.once.CompareAndSwap(false, true) {
 		close(g.committed)
 		<-g.open
 	}

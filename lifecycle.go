@@ -50,9 +50,9 @@ type change struct {
 // error (the slot is released either way).
 //
 // An attempt's outcome (persist) counts as being written from before its
-// store call until it is settled: a wake-up that lands in between (the
-// run's wait ended by a signal, a join, an operator) leaves word for
-// settle through requeue (see woken).
+// store call until it is settled: a later change of the run that lands in
+// between (its wait ended by a signal or a join, an operator's action)
+// leaves word for that settle (supersede).
 func (e *Engine) commit(ctx context.Context, c *change) (store.UpdateResult, error) {
 	var res store.UpdateResult
 	if c.persist {
@@ -64,7 +64,7 @@ func (e *Engine) commit(ctx context.Context, c *change) (store.UpdateResult, err
 			e.mu.Lock()
 			if e.writing[id]--; e.writing[id] <= 0 {
 				delete(e.writing, id)
-				delete(e.woken, id)
+				delete(e.superseded, id)
 			}
 			e.mu.Unlock()
 		}()
@@ -106,8 +106,11 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 	if c.u.Children != nil {
 		e.admitted(c.u.Children, res.Children, false)
 	}
-	if c.u.Epoch == 0 && !r.Status.Active() {
-		e.stop(r.ID) // an operator ended (or set aside) the run
+	if c.u.Epoch == 0 {
+		e.supersede(r)
+		if !r.Status.Active() {
+			e.stop(r.ID) // an operator ended (or set aside) the run
+		}
 	}
 	e.announce(c, r, res.Children.Admitted)
 	if c.join != nil || e.joins.n.Load() > 0 {
@@ -118,23 +121,36 @@ func (e *Engine) settle(c *change, res *store.UpdateResult, err error) {
 	switch {
 	case r.Status == store.StatusIdle && c.u.Epoch == 0:
 		e.requeue(r) // sent back by an operator: queued now, in place of a wait's deadline
-	case r.Status == store.StatusIdle:
-		e.enqueue(itemOf(r))
-	case r.Status == store.StatusWaiting && !r.RetryAt.IsZero() && !e.wokenSince(r):
-		e.enqueue(itemOf(r)) // the wait's deadline
+	case r.Status == store.StatusIdle, r.Status == store.StatusWaiting && !r.RetryAt.IsZero():
+		if !e.supersededSince(r) {
+			e.enqueue(itemOf(r)) // now, at its retry's time or at its wait's deadline
+		}
 	}
 }
 
-// wokenSince reports whether the wait that run r (as its attempt left it)
-// began has been ended since, and the run queued anew by requeue. Its
-// deadline must not be queued then: the run may have run and ended
-// already, and an entry for it would stay behind, keeping its chain
-// unfinished (EmitAndWait would wait for the deadline) and, at the
-// deadline, dispatching a run that does not wait.
-func (e *Engine) wokenSince(r *store.Run) bool {
+// supersede records that run r changed again (an operator's action, the
+// end of its wait) while an attempt's outcome on it is being written or
+// settled: that outcome's settle must not queue the run as the attempt
+// left it (supersededSince). A run keeps its epoch until its next claim,
+// so r's epoch names that attempt.
+func (e *Engine) supersede(r *store.Run) {
+	e.mu.Lock()
+	if e.writing[r.ID] > 0 {
+		e.superseded[r.ID] = r.Epoch
+	}
+	e.mu.Unlock()
+}
+
+// supersededSince reports whether run r, as an attempt left it, has been
+// changed since (supersede). Its retry or its wait's deadline must not be
+// queued then: the later change queued the run itself or took it out (a
+// cancel), and it may even have run and ended already; an entry queued
+// for it would stay behind until its time, keeping its chain unfinished
+// (EmitAndWait waits for it), and then dispatch a run that is not due.
+func (e *Engine) supersededSince(r *store.Run) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	ep, ok := e.woken[r.ID]
+	ep, ok := e.superseded[r.ID]
 	return ok && ep >= r.Epoch
 }
 
@@ -145,14 +161,7 @@ func (e *Engine) wokenSince(r *store.Run) bool {
 // it (the node's claims run concurrently): removing it would strand a
 // claimed run until its lease expired.
 func (e *Engine) requeue(r *store.Run) {
-	e.mu.Lock()
-	if e.writing[r.ID] > 0 {
-		// The attempt that began the wait is not settled yet: its settle
-		// must not queue the wait's deadline (wokenSince). A run keeps its
-		// epoch until its next claim, so the epoch names that attempt.
-		e.woken[r.ID] = r.Epoch
-	}
-	e.mu.Unlock()
+	e.supersede(r)
 	switch {
 	case e.node != nil:
 		e.enqueue(itemOf(r))

@@ -851,6 +851,16 @@ var pgMutations = []Mutation{
 		}},
 		Tests: []Test{memConf("Waits/SignalledBeforeItsWaitSettled"), sqlConf("Waits/SignalledBeforeItsWaitSettled")},
 	},
+	{
+		Name:      "settle-queues-cancelled-retry",
+		Guarantee: "an operator's action between an attempt's end and its settle leaves no stale retry queued (EmitAndWait returns when its chain ends)",
+		Edits: []Edit{{
+			File: "lifecycle.go",
+			Old:  "\tif c.u.Epoch == 0 {\n\t\te.supersede(r)\n",
+			New:  "\tif c.u.Epoch == 0 {\n",
+		}},
+		Tests: []Test{memConf("Retry/CancelledBeforeItsRetrySettled"), sqlConf("Retry/CancelledBeforeItsRetrySettled")},
+	},
 }
 
 // full returns the test as part of the full form only.
