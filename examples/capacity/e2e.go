@@ -120,7 +120,7 @@ func sqliteFloorRun(work, mode string) func(childConfig) (result, error) {
 		if work == "chain" {
 			roots = nRoots
 		}
-		return runFloor(c.DB, work, mode, roots)
+		return runFloor(c.DB, ownTable, work, mode, roots)
 	}
 }
 

@@ -94,7 +94,6 @@ func floorRun(url, schema, w string, n int, onEngine bool, ready func()) (cmdCou
 			return 0, 0, err
 		}
 	}
-	claimSQL, startSQL, doneSQL := q.claim, q.start, q.done
 	ready()
 
 	cmds := make(chan *floorCmd, 4*floorMaxBatch)
@@ -117,7 +116,7 @@ func floorRun(url, schema, w string, n int, onEngine bool, ready func()) (cmdCou
 					}
 				}
 			}
-			if err := floorCommit(ctx, pool, batch, w, claimSQL, startSQL, doneSQL); err != nil {
+			if err := floorCommit(ctx, pool, batch, w, q); err != nil {
 				writerDone <- err
 				for range cmds {
 				}
@@ -200,8 +199,12 @@ func floorRun(url, schema, w string, n int, onEngine bool, ready func()) (cmdCou
 
 // floorSQL are the statements of a floor: insert (a page of payloads),
 // claim ($1 runs), start (effects of runs $1 at epochs $2) and done (runs
-// $1 at epochs $2; $3: complete their effect, $4: insert their stage 2).
-type floorSQL struct{ insert, claim, start, done string }
+// $1 at epochs $2; with workloads, $3: complete their effect, $4: insert
+// their stage 2).
+type floorSQL struct {
+	insert, claim, start, done string
+	workloads                  bool
+}
 
 func floorStatements(s string) floorSQL {
 	return floorSQL{
@@ -217,6 +220,7 @@ func floorStatements(s string) floorSQL {
 			WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running' RETURNING r.seq, r.stage, r.payload),
 		e AS (UPDATE ` + s + `.effects e SET status = 'completed', output = '1' FROM u WHERE $3 AND e.run_seq = u.seq AND e.key = 'e1')
 		INSERT INTO ` + s + `.runs (stage, status, payload) SELECT 2, 'idle', payload FROM u WHERE $4 AND u.stage = 1`,
+		workloads: true,
 	}
 }
 
@@ -236,13 +240,13 @@ func floorOnEngineStatements(s string) floorSQL {
 		done: `UPDATE ` + s + `.runs r SET status = 'completed', output = 'null', completed_at = ` + now + `,
 			lease_owner = NULL, lease_expires = NULL, tl = tl + 2
 		FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
-		WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running' AND $3::bool IS NOT NULL AND $4::bool IS NOT NULL`,
+		WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running'`,
 	}
 }
 
 // floorCommit runs one batch in one transaction: its claims, one
 // statement for the effect starts and one for the completions.
-func floorCommit(ctx context.Context, pool *pgxpool.Pool, batch []*floorCmd, w, claimSQL, startSQL, doneSQL string) error {
+func floorCommit(ctx context.Context, pool *pgxpool.Pool, batch []*floorCmd, w string, q floorSQL) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -252,7 +256,7 @@ func floorCommit(ctx context.Context, pool *pgxpool.Pool, batch []*floorCmd, w, 
 	for _, c := range batch {
 		switch {
 		case c.claim > 0:
-			rows, err := tx.Query(ctx, claimSQL, c.claim)
+			rows, err := tx.Query(ctx, q.claim, c.claim)
 			if err != nil {
 				return err
 			}
@@ -273,12 +277,16 @@ func floorCommit(ctx context.Context, pool *pgxpool.Pool, batch []*floorCmd, w, 
 		}
 	}
 	if len(sSeq) > 0 {
-		if _, err := tx.Exec(ctx, startSQL, sSeq, sEp); err != nil {
+		if _, err := tx.Exec(ctx, q.start, sSeq, sEp); err != nil {
 			return err
 		}
 	}
 	if len(dSeq) > 0 {
-		if _, err := tx.Exec(ctx, doneSQL, dSeq, dEp, w == "effect", w == "chain"); err != nil {
+		args := []any{dSeq, dEp}
+		if q.workloads {
+			args = append(args, w == "effect", w == "chain")
+		}
+		if _, err := tx.Exec(ctx, q.done, args...); err != nil {
 			return err
 		}
 	}

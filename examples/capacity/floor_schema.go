@@ -2,8 +2,7 @@ package main
 
 import (
 	"strings"
-	"sync"
-	"time"
+	"sync/atomic"
 )
 
 // A DIAGNOSTIC, not a floor and not an engine: the floor's no-op work
@@ -40,52 +39,23 @@ func floorOnEngineSchema(path string, returning bool) (result, error) {
 	if err := st.Close(); err != nil {
 		return result{}, err
 	}
-	f, err := openFloorOn(path, "")
-	if err != nil {
-		return result{}, err
-	}
-	defer f.close()
 	ret := ""
 	if returning {
 		ret = " RETURNING " + engineRunCols
 	}
-	claim := "UPDATE runs SET status = 'running', lease_owner = 'floor', epoch = epoch + 1, attempts = attempts + 1, started_at = ? WHERE id = ? AND status = 'idle'" + ret
-	complete := "UPDATE runs SET status = 'completed', output = ?, completed_at = ?, lease_owner = NULL, tl = tl + 2 WHERE id = ? AND status = 'running' AND epoch = 1" + ret
-	runs := nRuns
-	ready := make(chan string, runs)
-	var done sync.WaitGroup
-	done.Add(runs)
-	now := func() int64 { return time.Now().UnixNano() }
-	for range fleetConc {
-		go func() {
-			for id := range ready {
-				f.do(stmt{claim, []any{now(), id}})
-				f.do(stmt{complete, []any{`{"ok":1}`, now(), id}})
-				done.Done()
+	var seq atomic.Int64 // the engine's runs take their seq from the writer
+	t := floorTable{
+		insert: func(ids []string, event string, now int64) stmt {
+			q := "INSERT INTO runs (seq, id, process, event, status, payload, created_at) VALUES " +
+				strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, 'idle', ?, ?),", len(ids)), ",")
+			args := make([]any, 0, 6*len(ids))
+			for _, id := range ids {
+				args = append(args, seq.Add(1), id, event, event, payload100(id), now)
 			}
-		}()
+			return stmt{q, args}
+		},
+		claim:    "UPDATE runs SET status = 'running', lease_owner = 'floor', epoch = epoch + 1, attempts = attempts + 1, started_at = ? WHERE id = ? AND status = 'idle'" + ret,
+		complete: "UPDATE runs SET status = 'completed', output = ?, completed_at = ?, lease_owner = NULL, tl = tl + 2 WHERE id = ? AND status = 'running' AND epoch = 1" + ret,
 	}
-	w0, c0, t0 := writeBytes(), cpuSeconds(), time.Now()
-	seq := 0
-	for i := 0; i < runs; i += 500 {
-		ids := make([]string, 0, 500)
-		for j := i; j < min(i+500, runs); j++ {
-			ids = append(ids, newFloorID(j))
-		}
-		q := "INSERT INTO runs (seq, id, process, event, status, payload, created_at) VALUES " +
-			strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, 'idle', ?, ?),", len(ids)), ",")
-		args := make([]any, 0, 6*len(ids))
-		for _, id := range ids {
-			seq++
-			args = append(args, seq, id, "a", "a", payload100(id), now())
-		}
-		f.do(stmt{q, args})
-		for _, id := range ids {
-			ready <- id
-		}
-	}
-	done.Wait()
-	el := time.Since(t0)
-	close(ready)
-	return window(runs, el, w0, c0), nil
+	return runFloor(path, t, "noop", "batch", nRuns)
 }

@@ -116,6 +116,24 @@ func (f *floor) do(stmts ...stmt) {
 
 func (f *floor) close() { close(f.ops); f.db.Close() }
 
+// floorTable is the runs table a floor works on, as its statements: insert
+// (ids, their event, the time), claim (args started_at, id) and complete
+// (args result, completed_at, id, fenced on epoch 1). schema creates the
+// table ("": the database has it).
+type floorTable struct {
+	schema          string
+	insert          func(ids []string, event string, now int64) stmt
+	claim, complete string
+}
+
+// ownTable is the floor's own table: one B-tree keyed by the run's id.
+var ownTable = floorTable{
+	schema:   floorSchema,
+	insert:   insertRows,
+	claim:    "UPDATE runs SET state = 'running', lease_owner = 'floor', epoch = epoch + 1, started_at = ? WHERE id = ? AND state = 'idle'",
+	complete: "UPDATE runs SET state = 'completed', result = ?, completed_at = ? WHERE id = ? AND state = 'running' AND epoch = 1",
+}
+
 func insertRows(ids []string, event string, now int64) stmt {
 	q := "INSERT INTO runs (id, process, event, payload, state, created_at) VALUES " +
 		strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, 'idle', ?),", len(ids)), ",")
@@ -128,11 +146,12 @@ func insertRows(ids []string, event string, now int64) stmt {
 
 // runFloor runs a workload on the floor: n root runs (each with one more
 // stage for a chain), enqueued by 500-row statements ("batch") or by 8
-// concurrent single-row inserts ("single"), executed by 50 workers. The
+// concurrent single-row inserts ("single"), executed by 50 workers, on
+// table t (the effect and chain workloads need the floor's own). The
 // window starts before the first insert and ends at the last durable
 // completion.
-func runFloor(path, work, mode string, roots int) (result, error) {
-	f, err := openFloor(path)
+func runFloor(path string, t floorTable, work, mode string, roots int) (result, error) {
+	f, err := openFloorOn(path, t.schema)
 	if err != nil {
 		return result{}, err
 	}
@@ -149,15 +168,15 @@ func runFloor(path, work, mode string, roots int) (result, error) {
 		go func() {
 			for r := range ready {
 				id, ev := r[0], r[1]
-				f.do(stmt{"UPDATE runs SET state = 'running', lease_owner = 'floor', epoch = epoch + 1, started_at = ? WHERE id = ? AND state = 'idle'", []any{now(), id}})
-				fin := stmt{"UPDATE runs SET state = 'completed', result = ?, completed_at = ? WHERE id = ? AND state = 'running' AND epoch = 1", []any{`{"ok":1}`, now(), id}}
+				f.do(stmt{t.claim, []any{now(), id}})
+				fin := stmt{t.complete, []any{`{"ok":1}`, now(), id}}
 				switch {
 				case work == "effect":
 					f.do(stmt{"INSERT INTO effects (run_id, key, state, epoch) VALUES (?, 'e1', 'started', 1)", []any{id}})
 					f.do(stmt{"UPDATE effects SET state = 'completed', output = '1' WHERE run_id = ? AND key = 'e1' AND epoch = 1", []any{id}}, fin)
 				case work == "chain" && ev == "a":
 					next := id + "-b"
-					f.do(fin, insertRows([]string{next}, "b", now()))
+					f.do(fin, t.insert([]string{next}, "b", now()))
 					ready <- [2]string{next, "b"}
 				default:
 					f.do(fin)
@@ -174,7 +193,7 @@ func runFloor(path, work, mode string, roots int) (result, error) {
 			for j := i; j < min(i+500, roots); j++ {
 				ids = append(ids, newFloorID(j))
 			}
-			f.do(insertRows(ids, ev, now()))
+			f.do(t.insert(ids, ev, now()))
 			for _, id := range ids {
 				ready <- [2]string{id, ev}
 			}
@@ -187,7 +206,7 @@ func runFloor(path, work, mode string, roots int) (result, error) {
 				defer wg.Done()
 				for i := g; i < roots; i += emitters {
 					id := newFloorID(i)
-					f.do(insertRows([]string{id}, ev, now()))
+					f.do(t.insert([]string{id}, ev, now()))
 					ready <- [2]string{id, ev}
 				}
 			}()
