@@ -28,6 +28,8 @@ func TestPlans(t *testing.T) {
 	}{
 		{"claim", claimSQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
 		{"finish", finishSQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
+		{"claims together", claimManySQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
+		{"attempt ends together", finishManySQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
 		{"pending", pendingSQL, []string{"MERGE (UNION ALL)", "SEARCH runs USING INDEX runs_status (status=? AND rowid>?)",
 			"SEARCH runs USING INDEX runs_wait_due (seq>?)"}},
 		{"waiter", waiterSQL, []string{"SEARCH runs USING COVERING INDEX runs_wait_key (wait_key=?)"}},

@@ -125,6 +125,9 @@ type Stats struct {
 	// MergedClaims counts the claims committed that shared one statement
 	// with the other claims of their transaction.
 	MergedClaims int64
+	// MergedEnds counts the attempt ends committed that shared one
+	// statement with the other attempt ends of their transaction.
+	MergedEnds int64
 }
 
 // Store is a SQLite store.Store. Create it with Open.

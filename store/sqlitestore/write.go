@@ -350,11 +350,15 @@ func (w *wtx) timeline(r *store.Run, from store.Status, ran, n int, at time.Time
 // Update implements store.Store.
 func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
 	var res store.UpdateResult
-	err := s.do(ctx, func(w *wtx) error {
+	c := &cmd{fn: func(w *wtx) error {
 		var err error
 		res, err = w.update(&u)
 		return err
-	})
+	}, fin: mergeableFinish(&u), done: make(chan struct{})}
+	err := s.submit(ctx, c)
+	if c.fin != nil && c.fin.merged { // ended with the batch's other attempt ends
+		return c.fin.res, err
+	}
 	return res, err
 }
 

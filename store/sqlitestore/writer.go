@@ -23,6 +23,9 @@ type cmd struct {
 	// claim is set for a claim, which tryBatch may make together with the
 	// batch's other claims (claimMerged) instead of running fn.
 	claim *claimCmd
+	// fin is set for an attempt end that tryBatch may make together with
+	// the batch's other attempt ends (mergeFinishes) instead of running fn.
+	fin *finishCmd
 }
 
 // wtx is the writer's view of one batch transaction: the connection's
@@ -35,6 +38,7 @@ type wtx struct {
 	dActive map[string]int
 	seq     int64 // the last run seq, including this batch's admissions
 	merged  int   // claims made together (Stats.MergedClaims)
+	ended   int   // attempt ends made together (Stats.MergedEnds)
 }
 
 func (w *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
@@ -257,7 +261,15 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 		s.rollback.ExecContext(ctx)
 		return s.classify(err)
 	}
+	ended, err := w.mergeFinishes(cmds)
+	if err != nil {
+		s.rollback.ExecContext(ctx)
+		return s.classify(err)
+	}
 	for _, c := range cmds {
+		if ended[c] { // answered, c.err set
+			continue
+		}
 		c.err = nil
 		if merged && c.claim != nil && c.claim.mergeable() {
 			continue
@@ -293,6 +305,7 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 	s.stats.Batches++
 	s.stats.Commands += int64(len(cmds))
 	s.stats.MergedClaims += int64(w.merged)
+	s.stats.MergedEnds += int64(w.ended)
 	s.stats.CommitNanos += time.Since(start).Nanoseconds()
 	s.mu.Unlock()
 	return nil

@@ -94,6 +94,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlConf("Lease/StaleCompletionWhileRunning")},
 	},
 	{
+		Name:      "merged-completion-ignores-epoch",
+		Guarantee: "attempt ends made together carry their lease epochs: a stale attempt's end changes nothing",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "WHERE runs.id = c.cid AND +status = 'running' AND epoch = c.cep",
+			New:  "WHERE runs.id = c.cid AND +status = 'running' AND c.cep > 0",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
 		Name:      "effect-start-ignores-epoch",
 		Guarantee: "an effect write carries the lease epoch: a stale attempt cannot start an effect",
 		Edits: []Edit{{

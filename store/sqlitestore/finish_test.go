@@ -1,0 +1,239 @@
+package sqlitestore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/yella-go/yella/internal/commithook"
+	"github.com/yella-go/yella/store"
+)
+
+// TestAttemptEndsMerged: attempt ends that share one transaction, and so
+// one statement, leave exactly what the same ends leave one at a time:
+// the same answers (fenced and unknown runs included), runs, timelines
+// and counts. The ends cover every field an end writes, outputs whose
+// bytes JSON would change, strings it cannot carry (those ends run
+// alone), two ends of one run, and ends whose timeline entries are not
+// implicit.
+func TestAttemptEndsMerged(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 123456789)
+	const runs = 16
+	open := func(name string) (*Store, string) {
+		t.Helper()
+		path, err := filepath.Abs(filepath.Join(t.TempDir(), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := Open(path, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		for i := range runs {
+			a := store.Admission{Event: "e", Payload: json.RawMessage(`{}`), Runs: []store.NewRun{{ID: fmt.Sprintf("r%d", i), Process: "p"}}, Now: now}
+			if _, err := s.Admit(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{fmt.Sprintf("r%d", i)}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("claim r%d: %v %v", i, got, err)
+			}
+		}
+		return s, path
+	}
+	at := now.Add(time.Second)
+	end := func(id string, a store.Action, f func(u *store.Update)) store.Update {
+		u := store.Update{RunID: id, Now: at, Action: a, Epoch: 1}
+		if f != nil {
+			f(&u)
+		}
+		return u
+	}
+	ends := []store.Update{
+		end("r0", store.ActionComplete, func(u *store.Update) { u.Output = json.RawMessage("{\"a\":  1,\n \"b\": \"<&>\"}") }),
+		end("r1", store.ActionComplete, nil),
+		end("r2", store.ActionComplete, func(u *store.Update) { u.Output = json.RawMessage{} }),
+		end("r3", store.ActionComplete, func(u *store.Update) { u.Output, u.Version, u.Then = json.RawMessage(`7`), "v2", "next" }),
+		end("r4", store.ActionRetryLater, func(u *store.Update) { u.Error, u.ErrorCode, u.RetryAt = "boom ✓", "E1", at.Add(time.Minute) }),
+		end("r5", store.ActionDeadLetter, func(u *store.Update) { u.Error = "gave up" }),
+		end("r6", store.ActionFail, func(u *store.Update) { u.Error = "bad \xff bytes" }),  // not valid UTF-8: alone
+		end("r7", store.ActionFail, func(u *store.Update) { u.Error = "nul \x00 inside" }), // alone too
+		end("r8", store.ActionComplete, func(u *store.Update) { u.Epoch = 5 }),            // fenced
+		end("missing", store.ActionComplete, nil),
+		end("r9", store.ActionComplete, func(u *store.Update) { u.Output = json.RawMessage(`1`) }),
+		end("r9", store.ActionComplete, func(u *store.Update) { u.Output = json.RawMessage(`2`) }), // the run's second end
+		end("r10", store.ActionDefer, func(u *store.Update) { u.Then = "later" }),
+		end("r11", store.ActionFence, func(u *store.Update) { u.Error = "unknown outcome" }),
+		end("r12", store.ActionHandBack, nil),
+		end("r13", store.ActionComplete, func(u *store.Update) { u.Note = "a note of its own" }),
+		end("r14", store.ActionComplete, func(u *store.Update) { u.Now = at.Add(time.Millisecond) }),
+	}
+
+	// One at a time: each end is its batch's only command.
+	alone, _ := open("alone.db")
+	type answer struct {
+		res store.UpdateResult
+		err string
+	}
+	want := make([]answer, len(ends))
+	for i, u := range ends {
+		res, err := alone.Update(ctx, u)
+		want[i] = answer{res, fmt.Sprint(err)}
+	}
+
+	// Together: queued while the writer holds another batch open.
+	merged, path := open("merged.db")
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	restore := commithook.Set(func(db string) error {
+		if db == path {
+			once.Do(func() { close(entered); <-release })
+		}
+		return nil
+	})
+	defer restore()
+	held := make(chan error, 1)
+	go func() {
+		_, err := merged.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "held", Process: "p"}}, Now: now})
+		held <- err
+	}()
+	<-entered
+	got := make([]answer, len(ends))
+	var wg sync.WaitGroup
+	for i, u := range ends {
+		// The two ends of r9 are queued in order, so that the first applies.
+		if u.RunID == "r9" && ends[i-1].RunID == "r9" {
+			for len(merged.cmds) < i {
+				time.Sleep(time.Millisecond)
+			}
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := merged.Update(ctx, u)
+			got[i] = answer{res, fmt.Sprint(err)}
+		}()
+	}
+	for len(merged.cmds) < len(ends) {
+		time.Sleep(time.Millisecond)
+	}
+	before := merged.Stats()
+	close(release)
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	// All but the two ends with strings JSON cannot carry and r9's second
+	// (a run appears once in the statement).
+	if d, w := merged.Stats().MergedEnds-before.MergedEnds, int64(len(ends)-3); d != w {
+		t.Errorf("%d attempt ends merged, want %d", d, w)
+	}
+
+	for i, u := range ends {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			t.Errorf("end %d (%s of %s):\nmerged %+v\nalone  %+v", i, u.Action, u.RunID, got[i], want[i])
+		}
+	}
+	for i := range runs {
+		id := fmt.Sprintf("r%d", i)
+		a, err := alone.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := merged.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, m) {
+			t.Errorf("%s stored:\nmerged %+v\nalone  %+v", id, m, a)
+		}
+		at, err := alone.Timeline(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mt, err := merged.Timeline(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(at, mt) {
+			t.Errorf("%s timeline:\nmerged %+v\nalone  %+v", id, mt, at)
+		}
+	}
+	ac, err := alone.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, err := merged.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc[store.StatusIdle]-- // the held batch's run
+	if !reflect.DeepEqual(ac, mc) {
+		t.Errorf("counts: merged %v, alone %v", mc, ac)
+	}
+	if string(want[0].res.Run.Output) != "{\"a\":  1,\n \"b\": \"<&>\"}" {
+		t.Errorf("output stored as %q", want[0].res.Run.Output)
+	}
+}
+
+// BenchmarkAttemptEnds measures the writer's cost of ending attempts
+// (completions with a small output) in batches of 64, as one statement
+// for the batch ("merged") and as one statement each ("alone"): the time
+// per end, BEGIN and COMMIT included.
+func BenchmarkAttemptEnds(b *testing.B) {
+	for _, merge := range []bool{true, false} {
+		name := map[bool]string{true: "merged", false: "alone"}[merge]
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			s, err := Open(filepath.Join(b.TempDir(), "ends.db"), Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			now := time.Now()
+			const batch = 64
+			ids := make([]string, 0, b.N)
+			for i := 0; i < b.N; i += 500 {
+				a := store.Admission{Event: "e", Payload: json.RawMessage(`{"i":1}`), Now: now}
+				for j := i; j < min(i+500, b.N); j++ {
+					id := fmt.Sprintf("%08d-0000-7000-8000-%012d", j, j)
+					a.Runs = append(a.Runs, store.NewRun{ID: id, Process: "p"})
+					ids = append(ids, id)
+				}
+				if _, err := s.Admit(ctx, a); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Claim(ctx, store.ClaimRequest{IDs: ids[i:], Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				var cmds []*cmd
+				for _, id := range ids[i:min(i+batch, b.N)] {
+					u := store.Update{RunID: id, Epoch: 1, Now: now, Action: store.ActionComplete, Output: json.RawMessage(`{"ok":true}`)}
+					c := &cmd{fn: func(w *wtx) error { _, err := w.update(&u); return err }, done: make(chan struct{})}
+					if merge {
+						c.fin = mergeableFinish(&u)
+					}
+					cmds = append(cmds, c)
+				}
+				if err := s.tryBatch(cmds); err != nil {
+					b.Fatal(err)
+				}
+				for _, c := range cmds {
+					if c.err != nil {
+						b.Fatal(c.err)
+					}
+				}
+			}
+		})
+	}
+}
