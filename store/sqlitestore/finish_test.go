@@ -65,7 +65,7 @@ func TestAttemptEndsMerged(t *testing.T) {
 		end("r5", store.ActionDeadLetter, func(u *store.Update) { u.Error = "gave up" }),
 		end("r6", store.ActionFail, func(u *store.Update) { u.Error = "bad \xff bytes" }),  // not valid UTF-8: alone
 		end("r7", store.ActionFail, func(u *store.Update) { u.Error = "nul \x00 inside" }), // alone too
-		end("r8", store.ActionComplete, func(u *store.Update) { u.Epoch = 5 }),            // fenced
+		end("r8", store.ActionComplete, func(u *store.Update) { u.Epoch = 5 }),             // fenced
 		end("missing", store.ActionComplete, nil),
 		end("r9", store.ActionComplete, func(u *store.Update) { u.Output = json.RawMessage(`1`) }),
 		end("r9", store.ActionComplete, func(u *store.Update) { u.Output = json.RawMessage(`2`) }), // the run's second end
