@@ -37,6 +37,9 @@ func TestPlans(t *testing.T) {
 		{"singleton", singletonSQL, []string{"SEARCH runs USING INDEX runs_group (process=? AND group_key=?)"}},
 		{"debounce", debounceSQL, []string{"SEARCH runs USING INDEX runs_group (process=? AND group_key=?)"}},
 		{"active runs of a process", activeSQL, []string{"SEARCH runs USING INDEX runs_status (status=?)"}},
+		{"retention", pruneSQL, []string{"SEARCH r USING INTEGER PRIMARY KEY (rowid>?)", "SEARCH c USING COVERING INDEX runs_parent (parent_id=?)"}},
+		{"running runs", runningSQL, []string{"SEARCH runs USING INDEX runs_status (status=?)"}},
+		{"heartbeat", heartbeatSQL, []string{"SEARCH runs USING INDEX runs_status (status=?)"}},
 	} {
 		plan := explain(t, s, c.sql)
 		for _, w := range c.want {

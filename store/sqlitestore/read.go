@@ -72,6 +72,9 @@ func where(f *store.RunFilter, statuses []store.Status) (string, []any) {
 		for _, st := range statuses {
 			args = append(args, string(st))
 		}
+		if !slices.Contains(statuses, store.StatusCompleted) {
+			conds = append(conds, inFlight) // lets the status index serve it
+		}
 	}
 	if f.RootOnly {
 		conds = append(conds, "parent_id IS NULL")

@@ -130,22 +130,16 @@ func (r *ReadOnlyStore) Counts(ctx context.Context) (map[store.Status]int64, err
 	if err := r.readable(); err != nil {
 		return nil, err
 	}
-	rows, err := r.rdb.QueryContext(ctx, "SELECT status, count(*) FROM runs INDEXED BY runs_status GROUP BY status")
+	counts, err := countRuns(ctx, r.rdb)
 	if err != nil {
 		return nil, r.classify(err)
 	}
-	defer rows.Close()
 	out := make(map[store.Status]int64, len(store.Statuses))
 	for _, st := range store.Statuses {
 		out[st] = 0
 	}
-	for rows.Next() {
-		var st string
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, err
-		}
-		out[store.Status(st)] += n
+	for st, n := range counts {
+		out[st] += n
 	}
-	return out, rows.Err()
+	return out, nil
 }

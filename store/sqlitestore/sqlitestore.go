@@ -154,6 +154,10 @@ type Store struct {
 	seq    int64           // the last run seq (the writer assigns them)
 	stats  Stats
 
+	// pruneFrom is where retention reads on (Prune): the writer's own,
+	// and only a hint (a run it skips is read in the next pass).
+	pruneFrom int64
+
 	begin, commit, rollback *sql.Stmt
 	st                      stmts
 }
@@ -374,22 +378,48 @@ func (s *Store) loadCounts(ctx context.Context) error {
 	if err := s.rdb.QueryRowContext(ctx, "SELECT coalesce(max(seq), 0) FROM runs").Scan(&s.seq); err != nil {
 		return s.classify(err)
 	}
-	// A covering scan of the status index; per-process active counts are
-	// read lazily (wtx.active).
-	rows, err := s.rdb.QueryContext(ctx, "SELECT status, count(*) FROM runs INDEXED BY runs_status GROUP BY status")
+	// Per-process active counts are read lazily (wtx.active).
+	counts, err := countRuns(ctx, s.rdb)
 	if err != nil {
 		return s.classify(err)
 	}
+	for st, n := range counts {
+		s.counts[st] += n
+	}
+	return nil
+}
+
+// countRuns counts the runs of each status: those the status index holds
+// by a covering scan of it, and the completed ones (which it does not
+// hold) as the rest of the table. Both reads are in one transaction, so
+// they see the same runs.
+func countRuns(ctx context.Context, db *sql.DB) (map[store.Status]int64, error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	var total int64
+	if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM runs").Scan(&total); err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, "SELECT status, count(*) FROM runs INDEXED BY runs_status WHERE "+inFlight+" GROUP BY status")
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
+	out := map[store.Status]int64{}
 	for rows.Next() {
 		var st string
 		var n int64
 		if err := rows.Scan(&st, &n); err != nil {
-			return err
+			return nil, err
 		}
-		s.counts[store.Status(st)] += n
+		out[store.Status(st)] += n
+		total -= n
 	}
-	return rows.Err()
+	out[store.StatusCompleted] += total
+	return out, rows.Err()
 }
 
 // classify makes SQLite errors say what went wrong in operator terms.

@@ -62,6 +62,11 @@ const setCols = `status = ?1, error = ?2, error_code = ?3, lease_owner = NULL, l
 	wait_key = ?15,
 	tl = tl + CASE status WHEN 'running' THEN 2 ELSE 1 END`
 
+// inFlight is runs_status's condition: the index holds the runs that are
+// not completed (see migration 7), and SQLite reads a partial index only
+// for a query that states its condition.
+const inFlight = "status <> 'completed'"
+
 // The statements whose plans matter most (TestPlans checks them): the hot
 // path's claim and attempt end, the dispatcher's index, signal delivery and
 // the lookups of grouped admissions.
@@ -113,11 +118,15 @@ var (
 	// UNION ALL): no sort, and no read of the runs that wait without a
 	// deadline.
 	pendingSQL = `SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key, 0
-		FROM runs INDEXED BY runs_status WHERE status = 'idle' AND seq > ?1
+		FROM runs INDEXED BY runs_status WHERE status = 'idle' AND ` + inFlight + ` AND seq > ?1
 		UNION ALL
 		SELECT id, seq, process, coalesce(correlation_id, id), retry_at, created_at, priority, rate_key, conc_key, 1
 		FROM runs INDEXED BY runs_wait_due WHERE status = 'waiting' AND retry_at IS NOT NULL AND seq > ?1
 		ORDER BY seq LIMIT ?2`
+	// heartbeatSQL extends the leases of an owner's running runs.
+	heartbeatSQL = `UPDATE runs SET lease_expires = ? WHERE status = 'running' AND ` + inFlight + ` AND lease_owner = ? RETURNING id, epoch`
+	// runningSQL lists the running runs, in seq order.
+	runningSQL = `SELECT ` + runCols + ` FROM runs WHERE status = 'running' AND ` + inFlight + ` ORDER BY seq`
 	// waiterSQL finds the run a signal wakes: the first admitted of those
 	// waiting for its key.
 	waiterSQL = `SELECT seq FROM runs WHERE status = 'waiting' AND wait_key = ? ORDER BY seq LIMIT 1`
@@ -205,7 +214,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			update:     w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
 			setCtx:     w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
 			holdRate:   w(`UPDATE runs SET rate_tat = max(coalesce(rate_tat, 0), ?1) WHERE id = ?2 AND status = 'running' AND epoch = ?3`),
-			heartbeat:  w(`UPDATE runs SET lease_expires = ? WHERE status = 'running' AND lease_owner = ? RETURNING id, epoch`),
+			heartbeat:  w(heartbeatSQL),
 			effStart: w(`INSERT INTO effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 				SELECT seq, ?, 'started', epoch, NULL, '', ?, NULL FROM runs WHERE id = ? AND status = 'running' AND epoch = ?
 				ON CONFLICT (run_seq, key) DO UPDATE SET status = 'started', epoch = excluded.epoch, output = NULL, error = '',
@@ -251,7 +260,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			selChain:   r(`SELECT ` + runCols + ` FROM runs WHERE correlation_id = ?1 OR (id = ?1 AND correlation_id IS NULL) ORDER BY depth, seq`),
 			selPending: r(pendingSQL),
 			selRates:   r(`SELECT rate_key, max(rate_tat) FROM runs WHERE rate_tat > ? GROUP BY rate_key`),
-			selRunning: r(`SELECT ` + runCols + ` FROM runs WHERE status = 'running' ORDER BY seq`),
+			selRunning: r(runningSQL),
 			rselIdem:   r(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
 			rselKept:   r(`SELECT run_id, created_at FROM pruned_keys WHERE event = ? AND key = ? AND process = ?`),
 		}

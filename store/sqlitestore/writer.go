@@ -47,7 +47,7 @@ func (w *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
 
 // activeSQL counts the idle and running runs of a process, read from the
 // status index (there is no index on process: see migration 6).
-const activeSQL = `SELECT count(*) FROM runs INDEXED BY runs_status WHERE status IN ('idle', 'running') AND process = ?`
+const activeSQL = `SELECT count(*) FROM runs INDEXED BY runs_status WHERE status IN ('idle', 'running') AND ` + inFlight + ` AND process = ?`
 
 // active is the number of idle or running runs of process, including this
 // batch's changes. A process's count is read from the database the first

@@ -104,6 +104,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
 	{
+		Name:      "prune-pass-never-restarts",
+		Guarantee: "retention reads the table in passes: a run kept by one pass (a parent, a run not yet completed) is pruned by a later one",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "if over || (len(vs) < p.Limit && read < pruneScan*p.Limit) {",
+			New:  "if over && false {",
+		}},
+		Tests: []Test{sqlStore("Store/Prune/LeafFirstKeepsDeferred"), sqlTest("TestPrunePassesOverKeptRuns")},
+	},
+	{
 		Name:      "effect-start-ignores-epoch",
 		Guarantee: "an effect write carries the lease epoch: a stale attempt cannot start an effect",
 		Edits: []Edit{{
