@@ -53,6 +53,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -175,6 +176,10 @@ type Store struct {
 	notify  notifier
 	statsMu sync.Mutex
 	stats   Stats
+
+	// pruneFrom is where this node's retention reads on (Prune): only a
+	// hint, since a run it skips is read in the next pass.
+	pruneFrom atomic.Int64
 }
 
 var _ store.Shared = (*Store)(nil)

@@ -92,7 +92,7 @@ type queries struct {
 	addCounts, idsExist, insRollup, insError                                                    string
 	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                string
 	selCounts, selAbandoned, selRollups, selErrors                                              string
-	prune, pruneRollups, pruneErrors, pruneKeys, compactRollups                                 string
+	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                      string
 	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                            string
 	nodeList, nodeHeld                                                                          string
 	notify                                                                                      string
@@ -403,14 +403,24 @@ func newQueries(schema string) queries {
 	q.selErrors = s(`SELECT id, at, kind, process, run_id, effect_key, context, message FROM $S.errors
 		WHERE at >= $1 AND at <= $2 ORDER BY at DESC, id DESC LIMIT $3`)
 
-	// One bounded batch of retention, leaves first: a run with a child
+	// Retention's window: at most $3 runs in seq order after $2, each
+	// with whether it was admitted at or after the cut $1 (then it cannot
+	// have completed before it: the pass is over) and whether it is to be
+	// pruned (see prune; the child lookup is made for those runs only).
+	q.pruneScan = s(`SELECT seq, created_at >= $1,
+		CASE WHEN status = 'completed' AND completed_at < $1 AND (rate_tat IS NULL OR rate_tat < $1)
+			THEN NOT EXISTS (SELECT 1 FROM $S.runs c WHERE c.parent_id = r.id) ELSE false END
+		FROM $S.runs r WHERE seq > $2 ORDER BY seq LIMIT $3`)
+	// One bounded batch of retention, the runs $2 found by pruneScan,
+	// checked again under their locks, leaves first: a run with a child
 	// left is kept. The keys of the deleted runs are kept with them. A run
 	// whose rate_tat is not before the cut is kept too: it may hold its
 	// rate key's state (RateStates), which must outlive its run.
 	q.prune = s(`WITH v AS (
-			SELECT seq FROM $S.runs r WHERE status = 'completed' AND completed_at < $1 AND (rate_tat IS NULL OR rate_tat < $1)
+			SELECT seq FROM $S.runs r WHERE seq = ANY($2::bigint[])
+			AND status = 'completed' AND completed_at < $1 AND (rate_tat IS NULL OR rate_tat < $1)
 			AND NOT EXISTS (SELECT 1 FROM $S.runs c WHERE c.parent_id = r.id)
-			ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+			FOR UPDATE SKIP LOCKED),
 		k AS (
 			INSERT INTO $S.pruned_keys (event, key, process, run_id, created_at)
 			SELECT event, idem_key, process, id, created_at FROM $S.runs WHERE seq IN (SELECT seq FROM v) AND idem_key IS NOT NULL

@@ -10,7 +10,7 @@ import (
 // TestWriterStatementsFindRowsByKey: on tables the statistics do not know
 // yet (new, never analyzed, 20,000 rows), a batch's attempt ends and
 // effect records, planned under writerPlan, find each run and effect by
-// its primary key. Without that, a prepared statement kept a plan that
+// its primary key, and retention reads its window of runs in key order. Without that, a prepared statement kept a plan that
 // read the whole effects table (or every running run) at each batch:
 // 1.1 ms a call at 20,000 effects.
 func TestWriterStatementsFindRowsByKey(t *testing.T) {
@@ -52,6 +52,10 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
 		{"effect starts", s.q.effStartMany, []any{ords, ids, eps, keys, eps},
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
+		{"retention's window", s.q.pruneScan, []any{int64(5), int64(100), 40},
+			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq > "}},
+		{"retention", s.q.prune, []any{int64(5), eps},
+			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = ANY ("}},
 	} {
 		plan := explain(t, tx, c.sql, c.args...)
 		for _, w := range c.want {

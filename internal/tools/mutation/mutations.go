@@ -751,6 +751,17 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-prune-pass-never-restarts",
+		Guarantee: "PostgreSQL: retention reads the runs in passes: a run kept by one pass (a parent whose child is left) is pruned by a later one",
+		Edits: []Edit{{
+			File: "store/pgstore/read.go",
+			Old:  "if over || (len(victims) < limit && read < pruneScan*limit) {",
+			New:  "if over && false {",
+		}},
+		Tests: []Test{{Pkg: "./store/pgstore", Run: "^TestConformance$/^Store/Prune/LeafFirstKeepsDeferred$"}},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-dead-node-not-reclaimed",
 		Guarantee: "PostgreSQL: a node whose heartbeat is older than the timeout loses its runs to the others at once",
 		Edits: []Edit{{
