@@ -258,11 +258,14 @@ func TestClaimNextWaitsPastDeadline(t *testing.T) {
 
 // downgradeWaits brings s's schema back to version 4, as that version
 // wrote it: no waiting status, wait key or kept signals, no group key or
-// paused schedules.
+// paused schedules; and, as every version before 6, an index of completed
+// runs.
 func downgradeWaits(t *testing.T, s *pgstore.Store) {
 	t.Helper()
 	sch := s.Schema()
 	for _, q := range []string{
+		// Version 6 dropped the index of completed runs.
+		"CREATE INDEX runs_completed ON " + sch + ".runs (completed_at) WHERE status = 'completed'",
 		"DROP TABLE " + sch + ".paused_schedules",
 		"DROP INDEX " + sch + ".runs_group",
 		"ALTER TABLE " + sch + ".runs DROP COLUMN group_key",
@@ -303,6 +306,10 @@ func TestWaitsMigrated(t *testing.T) {
 	var v int
 	if err := s.Pool().QueryRow(ctx, "SELECT version FROM "+sch+".schema_version").Scan(&v); err != nil || v != pgstore.SchemaVersion() || v < 5 {
 		t.Fatalf("schema version %d, %v; want %d", v, err, pgstore.SchemaVersion())
+	}
+	var idx int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname = 'runs_completed'`, sch).Scan(&idx); err != nil || idx != 0 {
+		t.Fatalf("runs_completed after the migration: %d, %v; want it dropped (version 6)", idx, err)
 	}
 	for _, o := range old {
 		got, err := s.Run(ctx, o.ID)
