@@ -11,7 +11,7 @@ import (
 )
 
 // finishCmd is an attempt's end that may share one statement with the
-// other attempt ends of its batch (finishMerged): guarded by the epoch,
+// other attempt ends of its batch (mergeFinishes): guarded by the epoch,
 // with no effect record to write and no follow-up run to admit. Such an
 // end is most of a busy store's writes; alone in its batch, or when its
 // values cannot go through the statement's JSON argument, it runs as any
