@@ -507,56 +507,38 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 	return n, err
 }
 
-// pruneScan bounds the runs one retention call reads: pruneScan×Limit.
-const pruneScan = 20
-
-// pruneWindow reads retention's next window (pruneScan) from where this
-// node's last call stopped, and returns the seqs of at most limit runs to
-// prune. Completed runs have no index of their own (a completion would
-// write it for retention alone): retention reads the runs in seq order, in
-// passes from the first to the first admitted after the cut, and goes on
-// where the last call stopped. The runs a pass keeps (not completed, or a
-// parent whose child is left) are read again by the next pass, which
-// prunes a parent once its children are gone. A call that deletes fewer
-// than limit runs has ended its pass, or read its bound of runs that are
-// kept: an old backlog of runs never pruned (dead letters) is passed over
-// a bounded read per call. Each node keeps its own place; two nodes that
-// pick the same run skip each other's locks (prune).
+// pruneWindow reads retention's next window (store.PruneWindow) from
+// where this node's last call stopped, and returns the seqs of at most
+// limit runs to prune. Each node keeps its own place; two nodes that pick
+// the same run skip each other's locks (prune).
 func (s *Store) pruneWindow(w *wtx, cut int64, limit int) ([]int64, error) {
 	from := s.pruneFrom.Load()
-	rows, err := w.tx.Query(w.ctx, s.q.pruneScan, cut, from, pruneScan*limit)
+	pw := store.NewPruneWindow(from, limit)
+	rows, err := w.tx.Query(w.ctx, s.q.pruneScan, cut, from, pw.Rows())
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var victims []int64
-	read, over := 0, false
 	for rows.Next() {
 		var seq int64
 		var young, prune bool
 		if err := rows.Scan(&seq, &young, &prune); err != nil {
 			return nil, err
 		}
-		read++
-		if young {
-			over = true
-			break
+		take, more := pw.Add(seq, young, prune)
+		if take {
+			victims = append(victims, seq)
 		}
-		from = seq
-		if prune {
-			if victims = append(victims, seq); len(victims) == limit {
-				break
-			}
+		if !more {
+			break
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	if over || (len(victims) < limit && read < pruneScan*limit) { // the cut or the table's end: the next call starts a pass
-		from = 0
-	}
-	s.pruneFrom.Store(from)
+	s.pruneFrom.Store(pw.Next())
 	return victims, nil
 }
 

@@ -792,9 +792,6 @@ func (s *Store) AddErrors(ctx context.Context, es []store.ErrorRecord) error {
 	})
 }
 
-// pruneScan bounds the runs one retention call reads: pruneScan×Limit.
-const pruneScan = 20
-
 // pruneSQL reads runs in seq order after ?2, at most ?3 of them, each with
 // whether it was admitted at or after the cut ?1 (then it cannot have
 // completed before it: the pass is over) and whether it is to be pruned
@@ -808,24 +805,15 @@ const pruneSQL = `SELECT seq, process, created_at >= ?1,
 // Prune implements store.Store. One call is one transaction of at most
 // p.Limit runs, and of at most 10×p.Limit rollups, error records and kept
 // signals each, so retention never holds the writer for long; the next
-// call deletes what is left.
-//
-// Completed runs have no index of their own (an admission or a completion
-// would write it for retention alone): retention reads the table in seq
-// order, in passes from its start to the first run admitted after the
-// cut, pruneScan×Limit runs at most per call, and goes on where the last
-// call stopped. The runs a pass keeps (not completed, or a parent whose
-// child is left) are read again by the next pass, which prunes a parent
-// once its children are gone. A call that deletes fewer than Limit runs
-// has ended its pass, or read its bound of runs that are kept: an old
-// backlog of runs that are never pruned (dead letters) is passed over a
-// bounded read per call.
+// call deletes what is left. Completed runs have no index of their own:
+// the runs are read in seq order, a window per call (store.PruneWindow).
 func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 	var n int
 	err := s.do(ctx, func(w *wtx) error {
 		n = 0
 		if !p.CompletedBefore.IsZero() && p.Limit > 0 {
-			rows, err := w.s.conn.QueryContext(w.ctx, pruneSQL, p.CompletedBefore.UnixNano(), w.s.pruneFrom, pruneScan*p.Limit)
+			pw := store.NewPruneWindow(w.s.pruneFrom, p.Limit)
+			rows, err := w.s.conn.QueryContext(w.ctx, pruneSQL, p.CompletedBefore.UnixNano(), w.s.pruneFrom, pw.Rows())
 			if err != nil {
 				return err
 			}
@@ -834,7 +822,6 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 				process string
 			}
 			var vs []victim
-			read, from, over := 0, w.s.pruneFrom, false
 			for rows.Next() {
 				var v victim
 				var young, prune bool
@@ -842,26 +829,19 @@ func (s *Store) Prune(ctx context.Context, p store.PruneRequest) (int, error) {
 					rows.Close()
 					return err
 				}
-				read++
-				if young {
-					over = true
-					break
+				take, more := pw.Add(v.seq, young, prune)
+				if take {
+					vs = append(vs, v)
 				}
-				from = v.seq
-				if prune {
-					if vs = append(vs, v); len(vs) == p.Limit {
-						break
-					}
+				if !more {
+					break
 				}
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
 				return err
 			}
-			if over || (len(vs) < p.Limit && read < pruneScan*p.Limit) { // the cut or the table's end: the next call starts a pass
-				from = 0
-			}
-			w.s.pruneFrom = from
+			w.s.pruneFrom = pw.Next()
 			for _, v := range vs {
 				// The run's idempotency key outlives it (PruneKeys).
 				for _, q := range []string{`INSERT OR REPLACE INTO pruned_keys (event, key, process, run_id, created_at)

@@ -559,6 +559,52 @@ func storeChainCases() []Case {
 			n, _ = h.St.Prune(h.Ctx(), store.PruneRequest{CompletedBefore: t0.Add(time.Second), Limit: 5})
 			expect(h, "rest", n, 2)
 		}},
+		// A store without an index of completed runs reads a bounded window
+		// per call (store.PruneWindow): a backlog of old runs it keeps, more
+		// than one window, delays the completed runs behind it by a few
+		// calls, not for good; and an old run completed since is pruned by
+		// a later pass.
+		Case{Name: "Store/Prune/PassesOverKeptRuns", Fn: func(h *H) {
+			end := func(to store.Status) store.Run {
+				r := h.Claim(h.Admit("p", "ev", nil).ID, "o", time.Minute)
+				_, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: to, Error: "x"})
+				expect(h, "end err", err, nil)
+				return r
+			}
+			const limit = 1
+			var kept, done []store.Run
+			for range store.PruneScan*limit + store.PruneScan/2 {
+				kept = append(kept, end(store.StatusErrored))
+			}
+			for range 3 {
+				done = append(done, end(store.StatusCompleted))
+			}
+			req := store.PruneRequest{CompletedBefore: h.Now().Add(time.Hour), Limit: limit}
+			prune := func(calls int) int {
+				total := 0
+				for range calls {
+					n, err := h.St.Prune(h.Ctx(), req)
+					expect(h, "prune err", err, nil)
+					total += n
+				}
+				return total
+			}
+			expect(h, "pruned behind the kept runs in 6 calls", prune(6), len(done))
+			for _, r := range done {
+				_, err := h.St.Run(h.Ctx(), r.ID)
+				expect(h, "completed run pruned", errors.Is(err, store.ErrNotFound), true)
+			}
+			first := kept[0]
+			_, err := h.St.Update(h.Ctx(), store.Update{RunID: first.ID, Now: h.Now(), Action: store.ActionRetry})
+			expect(h, "retry err", err, nil)
+			r := h.Claim(first.ID, "o", time.Minute)
+			_, err = h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: store.StatusCompleted})
+			expect(h, "complete err", err, nil)
+			expect(h, "the old run completed since, pruned in 4 calls", prune(4), 1)
+			for _, k := range kept[1:] {
+				expect(h, "kept", h.Run(k.ID).Status, store.StatusErrored)
+			}
+		}},
 	}
 }
 

@@ -105,13 +105,23 @@ var coreMutations = []Mutation{
 	},
 	{
 		Name:      "prune-pass-never-restarts",
-		Guarantee: "retention reads the table in passes: a run kept by one pass (a parent, a run not yet completed) is pruned by a later one",
+		Guarantee: "retention reads the runs in passes: a run kept by one pass (a parent, a run not yet completed) is pruned by a later one",
 		Edits: []Edit{{
-			File: "store/sqlitestore/write.go",
-			Old:  "if over || (len(vs) < p.Limit && read < pruneScan*p.Limit) {",
-			New:  "if over && false {",
+			File: "store/prune.go",
+			Old:  "if w.over || (w.taken < w.limit && w.read < w.Rows()) {",
+			New:  "if w.over && false {",
 		}},
-		Tests: []Test{sqlStore("Store/Prune/LeafFirstKeepsDeferred"), sqlTest("TestPrunePassesOverKeptRuns")},
+		Tests: []Test{{Pkg: "./store", Run: "^TestPruneWindow$"}, sqlStore("Store/Prune/LeafFirstKeepsDeferred")},
+	},
+	{
+		Name:      "prune-never-advances",
+		Guarantee: "retention goes on where its last call stopped: a backlog of runs it keeps delays the completed runs behind it, not for good",
+		Edits: []Edit{{
+			File: "store/prune.go",
+			Old:  "\treturn w.from\n}",
+			New:  "\treturn 0\n}",
+		}},
+		Tests: []Test{{Pkg: "./store", Run: "^TestPruneWindow$"}, sqlStore("Store/Prune/PassesOverKeptRuns")},
 	},
 	{
 		Name:      "effect-start-ignores-epoch",
@@ -751,14 +761,14 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
-		Name:      "pg-prune-pass-never-restarts",
-		Guarantee: "PostgreSQL: retention reads the runs in passes: a run kept by one pass (a parent whose child is left) is pruned by a later one",
+		Name:      "pg-prune-never-advances",
+		Guarantee: "PostgreSQL: each node's retention goes on where its last call stopped, past a backlog of runs it keeps",
 		Edits: []Edit{{
 			File: "store/pgstore/read.go",
-			Old:  "if over || (len(victims) < limit && read < pruneScan*limit) {",
-			New:  "if over && false {",
+			Old:  "s.pruneFrom.Store(pw.Next())",
+			New:  "s.pruneFrom.Store(pw.Next() * 0)",
 		}},
-		Tests: []Test{{Pkg: "./store/pgstore", Run: "^TestConformance$/^Store/Prune/LeafFirstKeepsDeferred$"}},
+		Tests: []Test{{Pkg: "./store/pgstore", Run: "^TestConformance$/^Store/Prune/PassesOverKeptRuns$"}},
 		Needs: pgURL,
 	},
 	{
