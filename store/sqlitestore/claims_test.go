@@ -13,6 +13,37 @@ import (
 	"github.com/yella-go/yella/store"
 )
 
+// holdWriter holds s's writer inside a batch of its own (the admission
+// of an idle run "held" at now) until release, which returns once that
+// batch has committed: what is queued meanwhile makes the next batch
+// together.
+func holdWriter(t *testing.T, s *Store, path string, now time.Time) (release func()) {
+	t.Helper()
+	entered, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	restore := commithook.Set(func(db string) error {
+		if db == path {
+			once.Do(func() { close(entered); <-done })
+		}
+		return nil
+	})
+	held := make(chan error, 1)
+	go func() {
+		_, err := s.Admit(context.Background(), store.Admission{Event: "e", Runs: []store.NewRun{{ID: "held", Process: "p"}}, Now: now})
+		held <- err
+	}()
+	<-entered
+	return func() {
+		t.Helper()
+		close(done)
+		err := <-held
+		restore()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestClaimsMerged queues claims while the writer is held, so that they
 // share one transaction and one statement: every run is claimed once, a
 // run asked for twice goes to one asker, a request for several runs gets
@@ -45,21 +76,7 @@ func TestClaimsMerged(t *testing.T) {
 	admit("y", time.Time{})
 	admit("later", now.Add(time.Hour)) // not claimable before its time
 
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	restore := commithook.Set(func(db string) error {
-		if db == path {
-			once.Do(func() { close(entered); <-release })
-		}
-		return nil
-	})
-	defer restore()
-	held := make(chan error, 1)
-	go func() { // the held batch
-		_, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "held", Process: "p"}}, Now: now})
-		held <- err
-	}()
-	<-entered
+	release := holdWriter(t, s, path, now)
 
 	reqs := [][]string{{"dup"}, {"dup"}, {"y", "x"}, {"later"}, {"missing"}}
 	for i := range 10 {
@@ -82,11 +99,8 @@ func TestClaimsMerged(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	before := s.Stats()
-	close(release)
+	release()
 	wg.Wait()
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
 	if d := s.Stats().MergedClaims - before.MergedClaims; d != int64(len(reqs)) {
 		t.Fatalf("%d claims merged, want %d (all in one batch)", d, len(reqs))
 	}

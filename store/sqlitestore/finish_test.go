@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yella-go/yella/internal/commithook"
 	"github.com/yella-go/yella/store"
 )
 
@@ -90,21 +89,7 @@ func TestAttemptEndsMerged(t *testing.T) {
 
 	// Together: queued while the writer holds another batch open.
 	merged, path := open("merged.db")
-	entered, release := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	restore := commithook.Set(func(db string) error {
-		if db == path {
-			once.Do(func() { close(entered); <-release })
-		}
-		return nil
-	})
-	defer restore()
-	held := make(chan error, 1)
-	go func() {
-		_, err := merged.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "held", Process: "p"}}, Now: now})
-		held <- err
-	}()
-	<-entered
+	release := holdWriter(t, merged, path, now)
 	got := make([]answer, len(ends))
 	var wg sync.WaitGroup
 	for i, u := range ends {
@@ -125,11 +110,8 @@ func TestAttemptEndsMerged(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	before := merged.Stats()
-	close(release)
+	release()
 	wg.Wait()
-	if err := <-held; err != nil {
-		t.Fatal(err)
-	}
 	// All but the two ends with strings JSON cannot carry and r9's second
 	// (a run appears once in the statement).
 	if d, w := merged.Stats().MergedEnds-before.MergedEnds, int64(len(ends)-3); d != w {
