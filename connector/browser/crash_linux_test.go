@@ -146,9 +146,9 @@ func killMidScrape(t *testing.T, atMostOnce bool) (childReport, *site, string) {
 		if !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 			t.Errorf("the browser ended with %v, want SIGKILL (its parent-death signal)", ws)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(10 * time.Second): // the parent-death signal is immediate
 		syscall.Kill(main, syscall.SIGKILL)
-		t.Fatal("the hung browser outlived its engine by 30 s")
+		t.Fatal("the hung browser outlived its engine by 10 s")
 	}
 	waitFor(t, 30*time.Second, "no browser process of the killed engine remains", func() bool {
 		reapZombies() // the browser's helpers, orphaned to the test

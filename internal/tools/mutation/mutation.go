@@ -7,8 +7,11 @@
 //
 // A mutation never touches the working tree: the mutated files are written
 // to a temporary directory and handed to the go command as an overlay
-// (go test -overlay). Before any mutation runs, every test is run once
-// without one and must pass: a check whose baseline fails proves nothing.
+// (go test -c -overlay). Each package's test binary is built once per
+// mutation and runs each of its tests, as go test would, in the package's
+// directory. Before any mutation runs, every test is run once from the
+// unmutated binaries and must pass: a check whose baseline fails proves
+// nothing.
 //
 // The short form (the tests not marked Full: fast, deterministic ones) runs
 // in CI (.ci/run); the full form adds the crash and trust tests:

@@ -289,6 +289,9 @@ func TestCheckOnAThrowawayModule(t *testing.T) {
 	if r := got["caught"]; r.Failed != "TestAdd" || !strings.Contains(r.Message, "Add(2, 2) = 0") {
 		t.Errorf("caught: failed test %q, message %q", r.Failed, r.Message)
 	}
+	if r := got["broken"]; !strings.Contains(r.Message, "undefined: c") {
+		t.Errorf("broken: message %q, want the compiler's error", r.Message)
+	}
 	if res.OK() || len(res.Problems()) != 3 {
 		t.Errorf("problems %q, want the 3 mutations not caught", res.Problems())
 	}

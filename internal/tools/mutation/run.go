@@ -133,10 +133,22 @@ func Check(ctx context.Context, ms []Mutation, o Options) (*Result, error) {
 			}
 		}
 	}
+	dir, err := os.MkdirTemp("", "yella-mutation-base-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	// Each package's test binary is built once (go test -c) and run once
+	// per test: a go test per test would link it again every time.
+	keys, of := binaryKeys(base)
+	bins := make([]binary, len(keys))
+	parallel(len(keys), o.Parallel, func(i int) {
+		bins[i] = build(ctx, o, keys[i], "", filepath.Join(dir, fmt.Sprint(i)))
+	})
 	res.Baseline = make([]Row, len(base))
 	logged := make([]map[string]bool, len(base)) // what each test logs when it passes
 	parallel(len(base), o.Parallel, func(i int) {
-		row, known := runTest(ctx, o, "", base[i], "", nil)
+		row, known := runTest(ctx, o, "", base[i], bins[of[i]], nil)
 		res.Baseline[i], logged[i] = row, known
 		fmt.Fprintf(o.Log, "baseline %-8s %6s  %s\n", row.Outcome, row.Elapsed.Round(100*time.Millisecond), row.Test)
 	})
@@ -232,36 +244,101 @@ func runMutation(ctx context.Context, o Options, m Mutation, known map[string]ma
 	if err := os.WriteFile(ov, b, 0o644); err != nil {
 		return []Row{{Mutation: m.Name, Test: "(all)", Outcome: NoCompile, Message: err.Error()}}
 	}
+	keys, of := binaryKeys(tests)
+	bins := make([]*binary, len(keys))
 	var out []Row
-	for _, t := range tests {
-		row, _ := runTest(ctx, o, m.Name, t, ov, known[t.String()])
+	for i, t := range tests {
+		k := of[i]
+		var took time.Duration
+		if bins[k] == nil {
+			b := build(ctx, o, keys[k], ov, filepath.Join(dir, fmt.Sprint(k)))
+			bins[k], took = &b, b.elapsed
+		}
+		row, _ := runTest(ctx, o, m.Name, t, *bins[k], known[t.String()])
+		row.Elapsed += took // the build counts with the first test that needed it
 		out = append(out, row)
 	}
 	return out
 }
 
-// runTest runs one test, with an overlay (a mutation) or without (the
-// baseline), and classifies the outcome. It also returns the lines the run
-// logged (see Logged); known holds those of the passing run.
-func runTest(ctx context.Context, o Options, mutation string, t Test, overlay string, known map[string]bool) (Row, map[string]bool) {
-	row := Row{Mutation: mutation, Test: t.String()}
-	args := []string{"test", "-count=1", "-v", "-timeout", t.timeout().String(), "-run", t.Run}
-	if o.Full {
-		args = append(args, "-p", "1")
+// binaryKey names a test binary: a package and its build tags.
+type binaryKey struct{ pkg, tags string }
+
+// binaryKeys returns the distinct binaries that tests need, and for each
+// test the index of its binary.
+func binaryKeys(tests []Test) (keys []binaryKey, of []int) {
+	index := map[binaryKey]int{}
+	for _, t := range tests {
+		k := binaryKey{t.Pkg, t.Tags}
+		i, ok := index[k]
+		if !ok {
+			i = len(keys)
+			index[k] = i
+			keys = append(keys, k)
+		}
+		of = append(of, i)
 	}
-	if t.Tags != "" {
-		args = append(args, "-tags", t.Tags)
+	return keys, of
+}
+
+// binary is a built test binary, or the build's failure.
+type binary struct {
+	path    string
+	out     string // go test -c's output
+	err     error  // the build failed
+	elapsed time.Duration
+}
+
+// build builds k's test binary at path, through overlay if not "".
+func build(ctx context.Context, o Options, k binaryKey, overlay, path string) binary {
+	args := []string{"test", "-c", "-o", path}
+	if k.tags != "" {
+		args = append(args, "-tags", k.tags)
 	}
 	if overlay != "" {
 		args = append(args, "-overlay", overlay)
 	}
-	args = append(args, t.Pkg)
-	// A hung test is stopped by go test's own -timeout; this bound is the
-	// backstop for a hung build or a child process holding the pipe.
-	cctx, cancel := context.WithTimeout(ctx, t.timeout()+2*time.Minute)
+	args = append(args, k.pkg)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(cctx, o.Go, args...)
 	cmd.Dir = o.Root
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	b := binary{path: path, out: string(out), err: err, elapsed: time.Since(start)}
+	if err == nil {
+		if _, serr := os.Stat(path); serr != nil {
+			b.err = fmt.Errorf("go test -c wrote no binary (no test files in %s?)", k.pkg)
+		}
+	}
+	return b
+}
+
+// runTest runs one test from its package's binary, built with a mutation
+// (mutation != "") or without (the baseline), and classifies the outcome.
+// It also returns the lines the run logged (see Logged); known holds those
+// of the passing run.
+func runTest(ctx context.Context, o Options, mutation string, t Test, bin binary, known map[string]bool) (Row, map[string]bool) {
+	row := Row{Mutation: mutation, Test: t.String()}
+	if bin.err != nil {
+		row.Outcome, row.Message = NoCompile, bin.err.Error()
+		if mutation == "" {
+			row.Outcome = BaseFailed
+		}
+		if m := firstCompileError(bin.out); m != "" {
+			row.Message = m
+		} else if bin.out != "" {
+			row.Message = lastLines(bin.out, 3)
+		}
+		return row, nil
+	}
+	// A hung test is stopped by its own -test.timeout; this bound is the
+	// backstop for a child process holding the pipe.
+	cctx, cancel := context.WithTimeout(ctx, t.timeout()+2*time.Minute)
+	defer cancel()
+	// As go test runs it: in the package's directory.
+	cmd := exec.CommandContext(cctx, bin.path, "-test.count=1", "-test.v", "-test.timeout", t.timeout().String(), "-test.run", t.Run)
+	cmd.Dir = filepath.Join(o.Root, t.Pkg)
 	cmd.WaitDelay = 10 * time.Second
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
@@ -271,12 +348,7 @@ func runTest(ctx context.Context, o Options, mutation string, t Test, overlay st
 	p := Parse(buf.String(), known)
 	var exit *exec.ExitError
 	switch {
-	case p.BuildFailed:
-		row.Outcome, row.Message = NoCompile, p.Message
-		if overlay == "" {
-			row.Outcome = BaseFailed
-		}
-	case err == nil && overlay == "":
+	case err == nil && mutation == "":
 		row.Outcome = Passed
 		if p.Deepest < levels(t.Run) {
 			row.Outcome, row.Message = NoTestsRun, fmt.Sprintf("no passing test is %d levels deep", levels(t.Run))
@@ -288,19 +360,29 @@ func runTest(ctx context.Context, o Options, mutation string, t Test, overlay st
 		if cctx.Err() != nil {
 			row.Message = "killed after " + row.Elapsed.Round(time.Second).String() + ": " + row.Message
 		}
-		if overlay == "" {
+		if mutation == "" {
 			row.Outcome = BaseFailed
 		}
 	default:
 		row.Outcome, row.Message = BaseFailed, err.Error()
-		if overlay != "" {
-			row.Outcome = NoCompile
+		if mutation != "" {
+			row.Outcome = NoCompile // the binary did not start
 		}
 	}
 	if row.Message == "" && row.Outcome != Passed && row.Outcome != Survived {
 		row.Message = lastLines(buf.String(), 3)
 	}
 	return row, Logged(buf.String())
+}
+
+// firstCompileError returns the first compiler error in a build's output.
+func firstCompileError(out string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if m := reCompile.FindStringSubmatch(line); m != nil {
+			return m[1]
+		}
+	}
+	return ""
 }
 
 // levels is how many '/'-separated elements a -run regexp has (slashes

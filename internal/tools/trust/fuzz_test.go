@@ -29,12 +29,12 @@ var fuzzTargets = []struct{ pkg, name string }{
 
 var execsRE = regexp.MustCompile(`execs: (\d+)`)
 
-// TestFuzz (T18) fuzzes every target for a while: 8 s each in the short
+// TestFuzz (T18) fuzzes every target for a while: 5 s each in the short
 // form, 5 minutes in the long one. A failure leaves the crashing input in
 // the package's testdata/fuzz, where the next go test replays it.
 func TestFuzz(t *testing.T) {
 	r := newResult(t, "fuzz")
-	d := 8 * time.Second
+	d := 5 * time.Second
 	if *long {
 		d = 5 * time.Minute
 	}

@@ -1,8 +1,9 @@
 // Command check runs the mutation check (package mutation, its parent):
-// every mutation of the list is applied in turn, through go test -overlay
-// (the working tree is never touched), and the tests that must catch it
-// are run. It prints a table and exits non-zero if the baseline fails, a
-// mutation survives, is stale or does not compile.
+// every mutation of the list is applied in turn, through go test -c
+// -overlay (the working tree is never touched), and the tests that must
+// catch it are run from the binary built with it, one build per package.
+// It prints a table and exits non-zero if the baseline fails, a mutation
+// survives, is stale or does not compile.
 //
 //	go run ./internal/tools/mutation/check                 # short form (CI): the fast, deterministic tests
 //	go run ./internal/tools/mutation/check -full           # full form: also the crash and trust tests
