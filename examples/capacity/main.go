@@ -19,8 +19,11 @@
 // with 1, 2 and 4 engine processes on one schema, each beside the
 // PostgreSQL floor measured in the same run (floor.go: the least durable
 // work of this design, batched as the engine batches), and sequential emit
-// latency; with the server's WAL, rows and bytes per run:
+// latency; with the server's WAL, rows and bytes per run, and where the
+// server spent its time (pgprofile.go: statement execution per run and
+// WAL flushes, fuller on a server started with the settings it names):
 //
+//	YELLA_PG_SETTINGS="-c shared_preload_libraries=pg_stat_statements -c track_wal_io_timing=on" .ci/postgres  # prints the exports
 //	go run ./examples/capacity -store postgres -reps 3
 package main
 
@@ -59,6 +62,8 @@ type result struct {
 	RowsPerRun  float64 `json:"rows_per_run,omitempty"`
 	BytesPerRun float64 `json:"bytes_per_run,omitempty"`
 	OfFloor     float64 `json:"fraction_of_floor,omitempty"`
+	// Server is where the PostgreSQL server spent its time (pgprofile.go).
+	Server *serverProfile `json:"server,omitempty"`
 }
 
 // measurement describes one figure and, in seed, the TypeScript engine's

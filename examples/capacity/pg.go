@@ -94,6 +94,10 @@ func pgMeasure(kind, w string, procs int) (result, error) {
 			return result{}, err
 		}
 	}
+	prof := newProfiler(ctx, conn)
+	if err := prof.reset(ctx, conn); err != nil {
+		return result{}, err
+	}
 	wal0, err := walLSN(ctx, conn)
 	if err != nil {
 		return result{}, err
@@ -130,6 +134,11 @@ func pgMeasure(kind, w string, procs int) (result, error) {
 		return result{}, err
 	}
 	r := result{Procs: procs, Runs: runs, Seconds: el.Seconds(), PerSec: float64(runs) / el.Seconds(), WALPerRun: float64(wal1-wal0) / float64(runs)}
+	sp, err := prof.read(ctx, conn, schema, runs)
+	if err != nil {
+		return result{}, err
+	}
+	r.Server = &sp
 	var cmds, batches float64
 	for _, c := range children {
 		io.WriteString(c.in, "stop\n")
@@ -372,6 +381,43 @@ func pgServer() string {
 	return fmt.Sprintf("server: PostgreSQL %s, fsync=%s, synchronous_commit=%s, shared_buffers=%s, wal_level=%s, on %s", v, fsync, sc, sb, wl, sanitize(pgURL))
 }
 
+// printServerProfiles prints where the server spent its time in each
+// median drain (see pgprofile.go).
+func printServerProfiles(ms []measurement, meds []result) {
+	have := false
+	for _, r := range meds {
+		have = have || r.Server != nil
+	}
+	if !have {
+		return
+	}
+	ctx := context.Background()
+	if conn, err := pgx.Connect(ctx, pgURL); err == nil {
+		fmt.Printf("\n%s\n", newProfiler(ctx, conn).describe())
+		conn.Close(ctx)
+	}
+	fmt.Printf("\n%-12s | %11s | %13s | %8s | %s\n", "measurement", "exec µs/run", "flushes/1k run", "ms/flush", "the statements that cost the most, µs of execution per run (calls)")
+	fmt.Println(strings.Repeat("-", 170))
+	for i, r := range meds {
+		sp := r.Server
+		if sp == nil {
+			continue
+		}
+		exec, flush := "-", "-"
+		if sp.ExecUsPerRun > 0 {
+			exec = fmt.Sprintf("%.1f", sp.ExecUsPerRun)
+		}
+		if sp.MsPerSync > 0 {
+			flush = fmt.Sprintf("%.2f", sp.MsPerSync)
+		}
+		var top []string
+		for _, t := range sp.Top {
+			top = append(top, fmt.Sprintf("%s: %.1f (%d)", t.Statement, t.UsPerRun, t.Calls))
+		}
+		fmt.Printf("%-12s | %11s | %14.0f | %8s | %s\n", ms[i].name, exec, sp.SyncsPerKRun, flush, strings.Join(top, "; "))
+	}
+}
+
 // sanitize hides a password in a connection string.
 func sanitize(u string) string {
 	if i := strings.Index(u, "@"); i > 0 {
@@ -444,6 +490,7 @@ func runPG(selected map[string]bool, reps int, jsonOut string) {
 		}
 		fmt.Printf("%-12s | %-36s | %8s | %9s | %8.1f | %9.0f | %7.1f | %s\n", m.name, fig, of, wal, med.RowsPerRun, med.BytesPerRun, med.CmdsPerTx, m.what)
 	}
+	printServerProfiles(ms, meds)
 	if jsonOut != "" {
 		b, _ := json.MarshalIndent(map[string]any{"machine": machine(), "server": pgServer(), "command": "go run ./examples/capacity " + strings.Join(os.Args[1:], " "),
 			"reps": reps, "runs_per_drain": pgRuns, "medians": meds, "results": all}, "", "  ")
