@@ -246,7 +246,11 @@ func flowCases() []Case {
 			clk := h.Fake()
 			var s starts
 			release := make(chan struct{})
-			e := h.Started(yella.Config{Concurrency: 1}, yella.Process{Name: "work", On: "ev",
+			// No handler timeout and a long lease: the fake clock's jump
+			// below must not end the blocking attempt, or the old run
+			// would start before the later one exists and the order
+			// would prove nothing.
+			e := h.Started(yella.Config{Concurrency: 1, HandlerTimeout: -1, LeaseTimeout: time.Hour}, yella.Process{Name: "work", On: "ev",
 				Run: func(c *yella.Ctx) yella.Result { s.add(h, c); <-release; return c.OK(nil) }})
 			first := h.One(e, "ev", nil)
 			s.settle(h, "first", 1)
