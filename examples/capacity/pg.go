@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -31,6 +32,9 @@ import (
 // heap, indexes and TOAST).
 
 var pgURL string // -pg-url
+
+// profileOnce reports once that the server profile is left out.
+var profileOnce sync.Once
 
 // pgRuns is the number of runs (chain: roots twice this, halved) each
 // PostgreSQL drain measures; pgEmits the number of sequential emits.
@@ -94,9 +98,15 @@ func pgMeasure(kind, w string, procs int) (result, error) {
 			return result{}, err
 		}
 	}
+	// The server profile is a diagnostic: a server that does not let this
+	// user reset its counters gets the measurement without it.
 	prof := newProfiler(ctx, conn)
+	profiled := true
 	if err := prof.reset(ctx, conn); err != nil {
-		return result{}, err
+		profiled = false
+		profileOnce.Do(func() {
+			fmt.Fprintf(os.Stderr, "capacity: the server profile is left out: resetting its counters: %v\n", err)
+		})
 	}
 	wal0, err := walLSN(ctx, conn)
 	if err != nil {
@@ -134,11 +144,13 @@ func pgMeasure(kind, w string, procs int) (result, error) {
 		return result{}, err
 	}
 	r := result{Procs: procs, Runs: runs, Seconds: el.Seconds(), PerSec: float64(runs) / el.Seconds(), WALPerRun: float64(wal1-wal0) / float64(runs)}
-	sp, err := prof.read(ctx, conn, schema, runs)
-	if err != nil {
-		return result{}, err
+	if profiled {
+		if sp, err := prof.read(ctx, conn, schema, runs); err != nil {
+			fmt.Fprintf(os.Stderr, "capacity: the server profile is left out: %v\n", err)
+		} else {
+			r.Server = &sp
+		}
 	}
-	r.Server = &sp
 	var cmds, batches float64
 	for _, c := range children {
 		io.WriteString(c.in, "stop\n")
