@@ -396,18 +396,14 @@ func pgServer() string {
 // printServerProfiles prints where the server spent its time in each
 // median drain (see pgprofile.go).
 func printServerProfiles(ms []measurement, meds []result) {
-	have := false
-	for _, r := range meds {
-		have = have || r.Server != nil
+	var first *serverProfile
+	for i := 0; i < len(meds) && first == nil; i++ {
+		first = meds[i].Server
 	}
-	if !have {
+	if first == nil {
 		return
 	}
-	ctx := context.Background()
-	if conn, err := pgx.Connect(ctx, pgURL); err == nil {
-		fmt.Printf("\n%s\n", newProfiler(ctx, conn).describe())
-		conn.Close(ctx)
-	}
+	fmt.Printf("\n%s\n", first.describe())
 	fmt.Printf("\n%-12s | %11s | %13s | %8s | %s\n", "measurement", "exec µs/run", "flushes/1k run", "ms/flush", "the statements that cost the most, µs of execution per run (calls)")
 	fmt.Println(strings.Repeat("-", 170))
 	for i, r := range meds {

@@ -30,6 +30,9 @@ type serverProfile struct {
 	Top          []stmtShare `json:"top_statements,omitempty"`
 	SyncsPerKRun float64     `json:"wal_syncs_per_1k_runs,omitempty"`
 	MsPerSync    float64     `json:"ms_per_wal_sync,omitempty"` // 0: track_wal_io_timing is off
+	// The sources the server offered (see profiler).
+	Statements bool `json:"statement_times"`
+	WALTiming  bool `json:"wal_flush_times"`
 }
 
 // stmtShare is one statement's execution time per run.
@@ -58,15 +61,15 @@ func newProfiler(ctx context.Context, conn *pgx.Conn) profiler {
 	return p
 }
 
-// describe says what the profile will hold, for the report's header.
-func (p profiler) describe() string {
+// describe says what the profile holds, for the report's header.
+func (sp serverProfile) describe() string {
 	var have, miss []string
-	if p.statements {
+	if sp.Statements {
 		have = append(have, "statement times (pg_stat_statements)")
 	} else {
 		miss = append(miss, "shared_preload_libraries=pg_stat_statements")
 	}
-	if p.walTiming {
+	if sp.WALTiming {
 		have = append(have, "WAL flush times (track_wal_io_timing)")
 	} else {
 		miss = append(miss, "track_wal_io_timing=on")
@@ -96,7 +99,7 @@ func (p profiler) reset(ctx context.Context, conn *pgx.Conn) error {
 // the one its statements name (the others, such as the tool's own, are
 // left out).
 func (p profiler) read(ctx context.Context, conn *pgx.Conn, schema string, runs int) (serverProfile, error) {
-	var sp serverProfile
+	sp := serverProfile{Statements: p.statements, WALTiming: p.walTiming}
 	var syncs int64
 	var syncMs float64
 	if err := conn.QueryRow(ctx, "SELECT wal_sync, wal_sync_time FROM pg_stat_wal").Scan(&syncs, &syncMs); err != nil {

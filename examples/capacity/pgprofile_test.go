@@ -13,3 +13,18 @@ func TestStmtLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		sp   serverProfile
+		want string
+	}{
+		{serverProfile{Statements: true, WALTiming: true}, "server profile: WAL flushes per run (pg_stat_wal), statement times (pg_stat_statements), WAL flush times (track_wal_io_timing)"},
+		{serverProfile{WALTiming: true}, "server profile: WAL flushes per run (pg_stat_wal), WAL flush times (track_wal_io_timing); for more, start the server with shared_preload_libraries=pg_stat_statements"},
+		{serverProfile{}, "server profile: WAL flushes per run (pg_stat_wal); for more, start the server with shared_preload_libraries=pg_stat_statements and track_wal_io_timing=on"},
+	} {
+		if got := tc.sp.describe(); got != tc.want {
+			t.Errorf("describe(%+v) =\n%q, want\n%q", tc.sp, got, tc.want)
+		}
+	}
+}
