@@ -2,6 +2,7 @@ package sqlitestore
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,4 +115,62 @@ func explain(t *testing.T, s *Store, q string) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestStatusChecksCompareInPlace: writing a run's or an effect's status
+// builds no temporary b-tree unconditionally. SQLite evaluates an IN list
+// of more than two constants through a temporary b-tree that it builds
+// each time the statement runs (OpenEphemeral in its program); the status
+// CHECK constraints used to be such lists, and cost every single-run write
+// that allocation (schema version 8). The one IN list left on the hot
+// path, runs_group's condition, is evaluated only for a run with a group
+// key: its b-tree comes right after the IsNull test of the key. (A
+// statement with RETURNING, or a merged one, builds a table of its own
+// to hold its rows: that one is inherent, these statements have none.)
+// The CHECKs still refuse an unknown status.
+func TestStatusChecksCompareInPlace(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "checks.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	for _, q := range []string{
+		`INSERT INTO runs (seq, id, process, event, status, created_at) VALUES (?1, ?2, ?3, ?4, 'idle', ?5)`,
+		`UPDATE runs SET status = ?1 WHERE seq = ?2`,
+		`INSERT INTO effects (run_seq, key, status, epoch, started_at) VALUES (?1, ?2, 'started', ?3, ?4)`,
+		`UPDATE effects SET status = ?1 WHERE run_seq = ?2 AND key = ?3`,
+	} {
+		rows, err := s.conn.QueryContext(ctx, "EXPLAIN "+q, make([]any, 16)...) // see explain
+		if err != nil {
+			t.Fatalf("explain %s: %v", q, err)
+		}
+		cols, _ := rows.Columns()
+		var ops []string
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			ops = append(ops, fmt.Sprint(vals[1])) // addr, opcode, p1, …
+		}
+		rows.Close()
+		for i, op := range ops {
+			if op == "OpenEphemeral" && (i == 0 || ops[i-1] != "IsNull") {
+				t.Errorf("%s: a temporary b-tree built on every run (opcode %d of %v)", q, i, ops)
+			}
+		}
+	}
+	for _, q := range []string{
+		`INSERT INTO runs (id, process, event, status, created_at) VALUES ('bad', 'p', 'e', 'done', 1)`,
+		`INSERT INTO effects (run_seq, key, status, epoch, started_at) VALUES (1, 'k', 'done', 1, 1)`,
+	} {
+		if _, err := s.conn.ExecContext(ctx, q); err == nil || !strings.Contains(err.Error(), "CHECK constraint failed") {
+			t.Errorf("%s: %v, want a CHECK constraint failure", q, err)
+		}
+	}
 }
