@@ -47,8 +47,9 @@ func holdWriter(t *testing.T, s *Store, path string, now time.Time) (release fun
 // TestClaimsMerged queues claims while the writer is held, so that they
 // share one transaction and one statement: every run is claimed once, a
 // run asked for twice goes to one asker, a request for several runs gets
-// them in its order, runs that cannot be claimed are left alone, and the
-// counts follow.
+// them in its order (one for more runs than a statement takes, too: its
+// rows go in several), runs that cannot be claimed are left alone, and
+// the counts follow.
 func TestClaimsMerged(t *testing.T) {
 	ctx := context.Background()
 	path, err := filepath.Abs(filepath.Join(t.TempDir(), "claims.db"))
@@ -75,10 +76,15 @@ func TestClaimsMerged(t *testing.T) {
 	admit("x", time.Time{})
 	admit("y", time.Time{})
 	admit("later", now.Add(time.Hour)) // not claimable before its time
+	var bulk []string
+	for i := range 2*manyMax + 3 {
+		bulk = append(bulk, fmt.Sprintf("b%d", i))
+		admit(bulk[i], time.Time{})
+	}
 
 	release := holdWriter(t, s, path, now)
 
-	reqs := [][]string{{"dup"}, {"dup"}, {"y", "x"}, {"later"}, {"missing"}}
+	reqs := [][]string{{"dup"}, {"dup"}, {"y", "x"}, {"later"}, {"missing"}, bulk}
 	for i := range 10 {
 		reqs = append(reqs, []string{fmt.Sprintf("r%d", i)})
 	}
@@ -114,12 +120,23 @@ func TestClaimsMerged(t *testing.T) {
 	if len(got[3]) != 0 || len(got[4]) != 0 {
 		t.Errorf("claimed a run not due or missing: %v %v", got[3], got[4])
 	}
-	for i, rs := range got[5:] {
+	if len(got[5]) != len(bulk) {
+		t.Errorf("a request for %d runs got %d", len(bulk), len(got[5]))
+	}
+	for i, r := range got[5] {
+		if r.ID != bulk[i] || r.LeaseOwner != "o5" || r.Epoch != 1 {
+			t.Fatalf("run %d of the large request: %+v", i, r)
+		}
+		if stored, err := s.Run(ctx, r.ID); err != nil || stored.Status != store.StatusRunning || stored.LeaseOwner != "o5" {
+			t.Fatalf("%s stored as %+v, %v", r.ID, stored, err)
+		}
+	}
+	for i, rs := range got[6:] {
 		if len(rs) != 1 {
 			t.Fatalf("r%d: %d runs", i, len(rs))
 		}
 		r := rs[0]
-		owner := fmt.Sprintf("o%d", i+5)
+		owner := fmt.Sprintf("o%d", i+6)
 		if r.ID != fmt.Sprintf("r%d", i) || r.Status != store.StatusRunning || r.Epoch != 1 || r.Attempts != 1 || r.LeaseOwner != owner ||
 			!r.StartedAt.Equal(now) || !r.LeaseExpires.Equal(now.Add(time.Minute)) || string(r.Payload) != "{}" {
 			t.Errorf("r%d claimed as %+v", i, r)
@@ -137,7 +154,7 @@ func TestClaimsMerged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts[store.StatusRunning] != 13 || counts[store.StatusIdle] != 2 { // idle: later and held
-		t.Errorf("counts %v, want 13 running and 2 idle", counts)
+	if want := int64(13 + len(bulk)); counts[store.StatusRunning] != want || counts[store.StatusIdle] != 2 { // idle: later and held
+		t.Errorf("counts %v, want %d running and 2 idle", counts, want)
 	}
 }

@@ -1,11 +1,8 @@
 package sqlitestore
 
 import (
-	"encoding/hex"
-	"encoding/json"
+	"database/sql"
 	"slices"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/yella-go/yella/store"
 )
@@ -14,7 +11,7 @@ import (
 // other attempt ends of its batch (mergeFinishes): guarded by the epoch,
 // with no effect record to write and no follow-up run to admit. Such an
 // end is most of a busy store's writes; alone in its batch, or when its
-// values cannot go through the statement's JSON argument, it runs as any
+// rule's outcome needs the single update (finishRow), it runs as any
 // other update (cmd.fn).
 type finishCmd struct {
 	u    *store.Update
@@ -38,80 +35,26 @@ func mergeableFinish(u *store.Update) *finishCmd {
 	return &finishCmd{u: u, rule: rule}
 }
 
-// jsonExact reports that s comes back from the statement's JSON argument
-// with the very bytes it has: valid UTF-8 (json.Marshal would replace
-// the rest) and no NUL (SQLite's text functions stop at one).
-func jsonExact(s string) bool {
-	return utf8.ValidString(s) && !strings.Contains(s, "\x00")
-}
-
-// finishArg is one attempt end in finishManySQL's JSON argument: setCols's
-// values (see setArgs), the output as hex (its exact bytes; null keeps
-// NULL apart from an empty value), and the run's id and epoch.
-type finishArg struct {
-	ID          string  `json:"i"`
-	Epoch       int64   `json:"e"`
-	Status      string  `json:"s"`
-	Error       string  `json:"r"`
-	Code        string  `json:"c"`
-	OutMode     int     `json:"om"`
-	Output      *string `json:"o"`
-	ThenMode    int     `json:"tm"`
-	Then        string  `json:"t"`
-	RetryMode   int     `json:"rm"`
-	RetryAt     *int64  `json:"ra"`
-	Completed   *int64  `json:"ca"`
-	AttemptMode int     `json:"am"`
-	Version     string  `json:"v"`
-	WaitKey     *string `json:"w"`
-}
-
-// finishArgOf is f's row of the merged statement, or false if f must run
-// on its own: its rule's outcome falls back or fails (the single update
-// reports why), or one of its strings would not survive JSON.
-func finishArgOf(f *finishCmd) (finishArg, store.Outcome, bool) {
+// finishRow is f's row of the merged statement (finishManyHead): the
+// run's id and epoch, then setCols's values as the single statement binds
+// them (setArgs, waitKey); or false if f must run on its own, because its
+// rule's outcome falls back or fails (the single update reports why).
+func finishRow(f *finishCmd) ([]any, store.Outcome, bool) {
 	u := f.u
 	o, fallback, err := f.rule.Outcome(u, 0)
 	if err != nil || fallback {
-		return finishArg{}, o, false
+		return nil, o, false
 	}
 	o = f.rule.Signal(o, false)
-	a := setArgs(f.rule, u, &o, false, false)
-	fa := finishArg{ID: u.RunID, Epoch: u.Epoch, Status: a[0].(string), Error: a[1].(string), Code: a[2].(string),
-		OutMode: a[3].(int), ThenMode: a[5].(int), RetryMode: a[7].(int), AttemptMode: a[10].(int), Version: a[11].(string)}
-	if b, ok := a[4].([]byte); ok {
-		h := hex.EncodeToString(b)
-		fa.Output = &h
-	}
-	if t, ok := a[6].(string); ok {
-		fa.Then = t
-	}
-	if r, ok := a[8].(int64); ok {
-		fa.RetryAt = &r
-	}
-	if c, ok := a[9].(int64); ok {
-		fa.Completed = &c
-	}
-	if k, ok := waitKey(u, &o).(string); ok {
-		fa.WaitKey = &k
-	}
-	for _, s := range []string{fa.ID, fa.Status, fa.Error, fa.Code, fa.Then, fa.Version} {
-		if !jsonExact(s) {
-			return finishArg{}, o, false
-		}
-	}
-	if fa.WaitKey != nil && !jsonExact(*fa.WaitKey) {
-		return finishArg{}, o, false
-	}
-	return fa, o, true
+	return append(append([]any{u.RunID, u.Epoch}, setArgs(f.rule, u, &o, false, false)...), waitKey(u, &o)), o, true
 }
 
-// mergeFinishes ends the mergeable attempts among cmds in one statement,
-// if there are several, and returns the commands it answered (their
+// mergeFinishes ends the mergeable attempts among cmds in one statement
+// (manyMax at a time), if there are several, and returns the commands it answered (their
 // c.err set; their fn is not to run).
 func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	var cs []*cmd
-	var args []finishArg
+	var rows [][]any
 	var outs []store.Outcome
 	ids := map[string]bool{}
 	for _, c := range cmds {
@@ -123,39 +66,30 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		if c.fin == nil || ids[c.fin.u.RunID] { // one row per run: UPDATE … FROM takes one match
 			continue
 		}
-		fa, o, ok := finishArgOf(c.fin)
+		row, o, ok := finishRow(c.fin)
 		if !ok {
 			continue
 		}
-		ids[fa.ID] = true
-		cs, args, outs = append(cs, c), append(args, fa), append(outs, o)
+		ids[c.fin.u.RunID] = true
+		cs, rows, outs = append(cs, c), append(rows, row), append(outs, o)
 	}
 	if len(cs) < 2 {
 		return nil, nil
-	}
-	arg, err := json.Marshal(args)
-	if err != nil {
-		return nil, err
-	}
-	rows, err := w.s.st.finishMany.QueryContext(w.ctx, string(arg))
-	if err != nil {
-		return nil, err
 	}
 	type got struct {
 		r  store.Run
 		tl int
 	}
 	ended := make(map[string]got, len(cs))
-	for rows.Next() {
-		r, tl, err := scanUpdated(rows)
+	err := w.queryMany(finishMany, rows, func(rs *sql.Rows) error {
+		r, tl, err := scanUpdated(rs)
 		if err != nil {
-			rows.Close()
-			return nil, err
+			return err
 		}
 		ended[r.ID] = got{r, tl}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
 	w.ended = len(cs)

@@ -29,8 +29,8 @@ func TestPlans(t *testing.T) {
 	}{
 		{"claim", claimSQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
 		{"finish", finishSQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
-		{"claims together", claimManySQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
-		{"attempt ends together", finishManySQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
+		{"claims together", manySQL(claimMany, 4), []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
+		{"attempt ends together", manySQL(finishMany, 4), []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
 		{"pending", pendingSQL, []string{"MERGE (UNION ALL)", "SEARCH runs USING INDEX runs_status (status=? AND rowid>?)",
 			"SEARCH runs USING INDEX runs_wait_due (seq>?)"}},
 		{"waiter", waiterSQL, []string{"SEARCH runs USING COVERING INDEX runs_wait_key (wait_key=?)"}},
@@ -95,8 +95,9 @@ func TestListingPlans(t *testing.T) {
 func explain(t *testing.T, s *Store, q string) string {
 	t.Helper()
 	// An argument for every parameter: the driver binds the ones q has
-	// (numbered up to ?15 at most) and ignores the rest.
-	args := make([]any, 16)
+	// (?15 at most, or the rows of a merged statement) and ignores the
+	// rest.
+	args := make([]any, 64)
 	rows, err := s.conn.QueryContext(context.Background(), "EXPLAIN QUERY PLAN "+q, args...)
 	if err != nil {
 		t.Fatalf("explain %s: %v", q, err)

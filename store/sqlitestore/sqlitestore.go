@@ -160,6 +160,9 @@ type Store struct {
 
 	begin, commit, rollback *sql.Stmt
 	st                      stmts
+	// many holds the merged statements, by kind and log2 of their rows
+	// (manyStmt); only the writer uses them.
+	many [manyKinds][8]*sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
@@ -492,6 +495,13 @@ func (s *Store) closeDBs() error {
 	for _, st := range s.st.all() {
 		if st != nil {
 			st.Close()
+		}
+	}
+	for _, sts := range s.many {
+		for _, st := range sts {
+			if st != nil {
+				st.Close()
+			}
 		}
 	}
 	for _, st := range []*sql.Stmt{s.begin, s.commit, s.rollback} {

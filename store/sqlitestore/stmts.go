@@ -82,36 +82,38 @@ var (
 		wait_key = CASE status WHEN 'waiting' THEN '' END
 		WHERE id = ?5 AND (status = 'idle' OR status = 'waiting' AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= ?6)
 		RETURNING ` + claimCols
-	// claimManySQL is claimSQL for many runs at once, each with its own
-	// owner and times, given as a JSON array of {"i": id, "o": owner,
-	// "n": now, "u": lease until} (Store.claimMerged). The status terms are
-	// kept off runs_status (+status): through it SQLite would scan every
-	// idle run for the ids; it finds each by its id instead.
-	claimManySQL = `UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = c.cowner, lease_expires = c.cuntil,
-		started_at = c.cnow, retry_at = NULL, output = NULL,
+	// claimManyHead and claimManyTail make claimSQL for many runs at once
+	// (manySQL), around rows of values (id, owner, now, lease until), one
+	// per run (Store.claimMerged). The status terms are kept off
+	// runs_status (+status): through it SQLite would scan every idle run
+	// for the ids; it finds each by its id instead.
+	claimManyHead = `UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = c.column2,
+		lease_expires = c.column4, started_at = c.column3, retry_at = NULL, output = NULL,
 		wait_key = CASE status WHEN 'waiting' THEN '' END
-		FROM (SELECT value->>'i' AS cid, value->>'o' AS cowner, value->>'n' AS cnow, value->>'u' AS cuntil FROM jsonb_each(?1)) AS c
-		WHERE runs.id = c.cid AND (+status = 'idle' OR +status = 'waiting' AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= c.cnow)
+		FROM (VALUES `
+	claimManyTail = `) AS c
+		WHERE runs.id = c.column1 AND (+status = 'idle' OR +status = 'waiting' AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= c.column3)
 		RETURNING ` + claimCols
 	// finishSQL ends an attempt: guarded by the epoch, with no read first.
 	finishSQL = `UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols
-	// finishManySQL is finishSQL for many attempt ends at once, each with
-	// its own values (finishArg), given as a JSON array. Every run it
-	// updates is running, so tl grows by the attempt's two entries. The
-	// status term is kept off runs_status (+status), as in claimManySQL.
-	finishManySQL = `UPDATE runs SET status = c.st, error = c.er, error_code = c.co, lease_owner = NULL, lease_expires = NULL,
-		output = CASE c.om WHEN 1 THEN unhex(c.ou) ELSE output END,
-		then_event = CASE c.tm WHEN 1 THEN c.th ELSE then_event END,
-		retry_at = CASE c.rm WHEN 1 THEN c.ra ELSE retry_at END,
-		completed_at = c.ca,
-		attempts = CASE c.am WHEN 1 THEN 0 WHEN 2 THEN max(attempts - 1, 0) ELSE attempts END,
-		version = CASE WHEN c.ve = '' THEN version ELSE c.ve END,
-		wait_key = c.wk,
+	// finishManyHead and finishManyTail make finishSQL for many attempt
+	// ends at once (manySQL), around rows of values, one per end
+	// (finishRow): the run's id and epoch, then setCols's ?1 to ?12 and
+	// ?15 (see setArgs) as columns 3 to 15. Every run it updates is
+	// running, so tl grows by the attempt's two entries. The status term
+	// is kept off runs_status (+status), as in claimManyHead.
+	finishManyHead = `UPDATE runs SET status = c.column3, error = c.column4, error_code = c.column5, lease_owner = NULL, lease_expires = NULL,
+		output = CASE c.column6 WHEN 1 THEN c.column7 ELSE output END,
+		then_event = CASE c.column8 WHEN 1 THEN c.column9 ELSE then_event END,
+		retry_at = CASE c.column10 WHEN 1 THEN c.column11 ELSE retry_at END,
+		completed_at = c.column12,
+		attempts = CASE c.column13 WHEN 1 THEN 0 WHEN 2 THEN max(attempts - 1, 0) ELSE attempts END,
+		version = CASE WHEN c.column14 = '' THEN version ELSE c.column14 END,
+		wait_key = c.column15,
 		tl = tl + 2
-		FROM (SELECT value->>'i' AS cid, value->>'e' AS cep, value->>'s' AS st, value->>'r' AS er, value->>'c' AS co,
-			value->>'om' AS om, value->>'o' AS ou, value->>'tm' AS tm, value->>'t' AS th, value->>'rm' AS rm, value->>'ra' AS ra,
-			value->>'ca' AS ca, value->>'am' AS am, value->>'v' AS ve, value->>'w' AS wk FROM jsonb_each(?1)) AS c
-		WHERE runs.id = c.cid AND +status = 'running' AND epoch = c.cep
+		FROM (VALUES `
+	finishManyTail = `) AS c
+		WHERE runs.id = c.column1 AND +status = 'running' AND epoch = c.column2
 		RETURNING ` + updCols
 	// pendingSQL lists idle runs and waiting runs with a deadline, each
 	// read in seq order from its own index and merged (a MERGE of the
@@ -151,17 +153,17 @@ var (
 
 type stmts struct {
 	// writer
-	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, claimMany, finish, finishMany, update *sql.Stmt
-	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait                          *sql.Stmt
-	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                                          *sql.Stmt
-	insRollup, insError, selSingleton, selDebounce, debounce                                              *sql.Stmt
+	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, update *sql.Stmt
+	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait   *sql.Stmt
+	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                   *sql.Stmt
+	insRollup, insError, selSingleton, selDebounce, debounce                       *sql.Stmt
 	// readers
 	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning, selRates *sql.Stmt
 	rselIdem, rselKept                                                                             *sql.Stmt
 }
 
 func (s *stmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.claimMany, s.finish, s.finishMany, s.update,
+	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
 		s.setCtx, s.holdRate, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.effWait,
 		s.selWaiter, s.wake, s.effSignal, s.keepSignal, s.selSignal, s.delSignal, s.insRollup, s.insError,
 		s.selSingleton, s.selDebounce, s.debounce,
@@ -203,18 +205,16 @@ func (s *Store) prepare(ctx context.Context) error {
 			insTL: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
 				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?10, ?7, ?8, ?9)`),
-			selIdem:    w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
-			selKept:    w(`SELECT run_id, created_at FROM pruned_keys WHERE event = ? AND key = ? AND process = ?`),
-			seqOf:      w(`SELECT seq FROM runs WHERE id = ?`),
-			selRunW:    w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
-			claim:      w(claimSQL),
-			claimMany:  w(claimManySQL),
-			finish:     w(finishSQL),
-			finishMany: w(finishManySQL),
-			update:     w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
-			setCtx:     w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
-			holdRate:   w(`UPDATE runs SET rate_tat = max(coalesce(rate_tat, 0), ?1) WHERE id = ?2 AND status = 'running' AND epoch = ?3`),
-			heartbeat:  w(heartbeatSQL),
+			selIdem:   w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
+			selKept:   w(`SELECT run_id, created_at FROM pruned_keys WHERE event = ? AND key = ? AND process = ?`),
+			seqOf:     w(`SELECT seq FROM runs WHERE id = ?`),
+			selRunW:   w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
+			claim:     w(claimSQL),
+			finish:    w(finishSQL),
+			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
+			setCtx:    w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
+			holdRate:  w(`UPDATE runs SET rate_tat = max(coalesce(rate_tat, 0), ?1) WHERE id = ?2 AND status = 'running' AND epoch = ?3`),
+			heartbeat: w(heartbeatSQL),
 			effStart: w(`INSERT INTO effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 				SELECT seq, ?, 'started', epoch, NULL, '', ?, NULL FROM runs WHERE id = ? AND status = 'running' AND epoch = ?
 				ON CONFLICT (run_seq, key) DO UPDATE SET status = 'started', epoch = excluded.epoch, output = NULL, error = '',

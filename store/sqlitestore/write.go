@@ -275,47 +275,33 @@ func (c *claimCmd) add(r store.Run, big bool) {
 }
 
 // claimMerged makes the claims cs, all mergeable, in one statement: each
-// run with its own request's owner, times and conditions (claimManySQL).
+// run with its own request's owner, times and conditions (claimManyHead).
 // The claims of one batch were made concurrently, so making them together
 // before the batch's other commands is one of the orders they could have
 // come in. A run asked for twice goes to the first asker.
 func (w *wtx) claimMerged(cs []*claimCmd) error {
-	type want struct {
-		ID    string `json:"i"`
-		Owner string `json:"o"`
-		Now   int64  `json:"n"`
-		Until int64  `json:"u"`
-	}
-	var ws []want
+	var rows [][]any
 	for _, c := range cs {
 		c.out, c.large = c.out[:0], c.large[:0]
 		for _, id := range c.req.IDs {
-			ws = append(ws, want{id, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano()})
+			rows = append(rows, []any{id, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano()})
 		}
 	}
-	arg, err := json.Marshal(ws)
-	if err != nil {
-		return err
-	}
-	rows, err := w.s.st.claimMany.QueryContext(w.ctx, string(arg))
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
 	type got struct {
 		r   store.Run
 		big bool
 	}
-	claimed := make(map[string]got, len(ws))
-	for rows.Next() {
-		r, big, from, err := scanClaimed(rows, "", time.Time{}, time.Time{})
+	claimed := make(map[string]got, len(rows))
+	err := w.queryMany(claimMany, rows, func(rs *sql.Rows) error {
+		r, big, from, err := scanClaimed(rs, "", time.Time{}, time.Time{})
 		if err != nil {
 			return err
 		}
 		w.moved(r.Process, from, store.StatusRunning)
 		claimed[r.ID] = got{r, big}
-	}
-	if err := rows.Err(); err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	for _, c := range cs {

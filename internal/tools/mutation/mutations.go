@@ -98,8 +98,8 @@ var coreMutations = []Mutation{
 		Guarantee: "attempt ends made together carry their lease epochs: a stale attempt's end changes nothing",
 		Edits: []Edit{{
 			File: "store/sqlitestore/stmts.go",
-			Old:  "WHERE runs.id = c.cid AND +status = 'running' AND epoch = c.cep",
-			New:  "WHERE runs.id = c.cid AND +status = 'running' AND c.cep > 0",
+			Old:  "WHERE runs.id = c.column1 AND +status = 'running' AND epoch = c.column2",
+			New:  "WHERE runs.id = c.column1 AND +status = 'running' AND c.column2 > 0",
 		}},
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
@@ -480,10 +480,20 @@ var coreMutations = []Mutation{
 		Guarantee: "claims that share a statement take only runs that are due",
 		Edits: []Edit{{
 			File: "store/sqlitestore/stmts.go",
-			Old:  "AND (retry_at IS NULL OR retry_at <= c.cnow)",
+			Old:  "AND (retry_at IS NULL OR retry_at <= c.column3)",
 			New:  "",
 		}},
 		Tests: []Test{sqlTest("TestClaimsMerged")},
+	},
+	{
+		Name:      "merged-rows-past-one-statement-dropped",
+		Guarantee: "claims and attempt ends made together are all made, however many share the batch",
+		Edits: []Edit{{
+			File: "store/sqlitestore/many.go",
+			Old:  "rows = rows[len(chunk):]",
+			New:  "rows = nil",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMergedInChunks"), sqlTest("TestClaimsMerged")},
 	},
 	{
 		Name:      "singleton-ignored",
