@@ -190,7 +190,7 @@ func Join[K EffectKey](c *Ctx, key K, ids []string, k int) ([]JoinResult, error)
 		if _, err := a.beginEffect(jk, true); err != nil {
 			return nil, err
 		}
-		if err := a.finishEffect(jk, enc, nil); err != nil {
+		if err := a.finishEffect(jk, store.EffectCompleted, enc, "", e.clock.Now()); err != nil {
 			return nil, err
 		}
 		return out, nil

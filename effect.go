@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/yella-go/yella/store"
@@ -193,15 +194,123 @@ func Effect[T any, K EffectKey](c *Ctx, key K, fn func(ctx context.Context) (T, 
 		}
 	}
 	dur := a.e.clock.Now().Sub(start)
-	if err := a.finishEffect(k, out, ferr); err != nil {
+	if err := a.endEffect(k, out, ferr, dur); err != nil {
 		return zero, err
 	}
 	if ferr != nil {
-		a.e.publish(a.event(EffectFailed, func(ev *Event) { ev.EffectKey, ev.Error, ev.Duration = k, ferr.Error(), dur }))
 		return zero, ferr
 	}
-	a.e.publish(a.event(EffectCompleted, func(ev *Event) { ev.EffectKey, ev.Duration = k, dur }))
 	return v, nil
+}
+
+// endEffect records the end of effect k's body (its output, or its error
+// ferr, after dur) and publishes effect:completed or effect:failed once it
+// is written. A store that can queue the write (store.EffectQueue) gets it
+// queued: the handler goes on at once, and its next write (its next
+// effect's start, its attempt's end) commits with it or after it, so the
+// effect's end is durable before anything the attempt records later, and
+// costs no commit of its own. A queued write that fails for a cause that
+// passes (the store unreachable) is made again before the attempt's end
+// is (effectsBefore), and again after it if it failed only once the end
+// was queued (effectsWritten): the side effect happened, and the run must
+// not end with its effect left started. Otherwise, and after the attempt's
+// end has settled (an abandoned handler that went on), the write is made
+// before endEffect returns, and its error is the handler's.
+func (a *attempt) endEffect(k string, out json.RawMessage, ferr error, dur time.Duration) error {
+	st, msg := store.EffectCompleted, ""
+	if ferr != nil {
+		st, msg, out = store.EffectFailed, ferr.Error(), nil
+	}
+	q := &queuedEnd{key: k, status: st, out: out, msg: msg, now: a.e.clock.Now(), ferr: ferr, dur: dur, done: make(chan struct{})}
+	if eq, ok := a.e.store.(store.EffectQueue); ok {
+		a.effMu.Lock()
+		if !a.effSettled {
+			wait := eq.QueueFinishEffect(a.e.io, a.run.ID, a.run.Epoch, k, st, q.out, msg, q.now)
+			a.effQueued = append(a.effQueued, q)
+			a.effMu.Unlock()
+			a.recordEffect(k, st, q.out, msg, q.now)
+			go func() {
+				q.err = wait()
+				close(q.done)
+				if q.err == nil {
+					a.effectEnded(q)
+				}
+			}()
+			return nil
+		}
+		a.effMu.Unlock()
+	}
+	if err := a.finishEffect(k, st, q.out, msg, q.now); err != nil {
+		return err
+	}
+	a.effectEnded(q)
+	return nil
+}
+
+// queuedEnd is an effect's end queued to the store (endEffect).
+type queuedEnd struct {
+	key    string
+	status store.EffectStatus
+	out    json.RawMessage
+	msg    string
+	now    time.Time
+	ferr   error // the body's error: the event is effect:failed
+	dur    time.Duration
+	done   chan struct{} // closed once the store has answered
+	err    error         // the store's answer, read after done
+	redone bool          // written again after err (attempt's end goroutine only)
+}
+
+// effectEnded publishes the event of q's end, once written.
+func (a *attempt) effectEnded(q *queuedEnd) {
+	if q.ferr != nil {
+		a.e.publish(a.event(EffectFailed, func(ev *Event) { ev.EffectKey, ev.Error, ev.Duration = q.key, q.ferr.Error(), q.dur }))
+		return
+	}
+	a.e.publish(a.event(EffectCompleted, func(ev *Event) { ev.EffectKey, ev.Duration = q.key, q.dur }))
+}
+
+// effectsBefore writes again, before each try of the attempt's end, the
+// queued effect ends already known to have failed for a cause that passes;
+// an error stops the end's write (which the engine tries again). Ends not
+// yet answered are ahead of the attempt's end in the store's queue.
+func (a *attempt) effectsBefore() error {
+	a.effMu.Lock()
+	qs := a.effQueued
+	a.effMu.Unlock()
+	for _, q := range qs {
+		select {
+		case <-q.done:
+		default:
+			continue
+		}
+		if q.err == nil || q.redone || permanent(q.err) {
+			continue
+		}
+		if err := a.e.store.FinishEffect(a.e.io, a.run.ID, a.run.Epoch, q.key, q.status, q.out, q.msg, q.now); err != nil && !permanent(err) {
+			return err
+		}
+		q.redone = true
+		a.effectEnded(q)
+	}
+	return nil
+}
+
+// effectsWritten runs once the attempt's end is written, before it is
+// settled: it makes later effect ends synchronous, waits for the queued
+// ones (their events come before the end's), and writes again, until the
+// store answers, those that failed only after the end was queued.
+func (a *attempt) effectsWritten() {
+	a.effMu.Lock()
+	a.effSettled = true
+	qs := a.effQueued
+	a.effMu.Unlock()
+	for _, q := range qs {
+		<-q.done
+	}
+	if err := a.e.persist("effect", a.effectsBefore); err != nil {
+		a.e.log.Warn("an effect's end could not be recorded", "run", a.run.ID, "err", err)
+	}
 }
 
 // startedBefore reports whether k was found started by an earlier
@@ -241,7 +350,7 @@ func resolveEffect[T any](a *attempt, k string, result any) (T, error) {
 	if _, err := a.beginEffect(k, true); err != nil {
 		return zero, err
 	}
-	if err := a.finishEffect(k, out, nil); err != nil {
+	if err := a.finishEffect(k, store.EffectCompleted, out, "", a.e.clock.Now()); err != nil {
 		return zero, err
 	}
 	a.e.publish(a.event(EffectResolved, func(ev *Event) { ev.EffectKey = k }))
@@ -311,29 +420,32 @@ func (a *attempt) beginEffect(k string, idempotent bool) (*store.Effect, error) 
 	return nil, nil
 }
 
-// finishEffect records fn's outcome. It is recorded even if the attempt was
-// aborted meanwhile: the side effect happened, and recording it keeps the
-// next attempt from running it again.
-func (a *attempt) finishEffect(k string, out json.RawMessage, ferr error) error {
-	now := a.e.clock.Now()
-	st, msg := store.EffectCompleted, ""
-	if ferr != nil {
-		st, msg, out = store.EffectFailed, ferr.Error(), nil
-	}
+// finishEffect records effect k's end (status st, its output or error
+// message) and waits until it is written. It is recorded even if the
+// attempt was aborted meanwhile: the side effect happened, and recording
+// it keeps the next attempt from running it again.
+func (a *attempt) finishEffect(k string, st store.EffectStatus, out json.RawMessage, msg string, now time.Time) error {
 	err := a.e.store.FinishEffect(a.e.io, a.run.ID, a.run.Epoch, k, st, out, msg, now)
-	a.mu.Lock()
-	delete(a.inflight, k)
-	if err == nil {
-		if a.effects == nil {
-			a.effects = map[string]store.Effect{}
-		}
-		a.effects[k] = store.Effect{RunID: a.run.ID, Key: k, Status: st, Epoch: a.run.Epoch, Output: out, Error: msg, CompletedAt: now}
-	}
-	a.mu.Unlock()
 	if err != nil {
+		a.mu.Lock()
+		delete(a.inflight, k)
+		a.mu.Unlock()
 		return a.writeErr("effect", err)
 	}
+	a.recordEffect(k, st, out, msg, now)
 	return nil
+}
+
+// recordEffect keeps effect k's end for the rest of the attempt: a second
+// call of the same effect replays it.
+func (a *attempt) recordEffect(k string, st store.EffectStatus, out json.RawMessage, msg string, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.inflight, k)
+	if a.effects == nil {
+		a.effects = map[string]store.Effect{}
+	}
+	a.effects[k] = store.Effect{RunID: a.run.ID, Key: k, Status: st, Epoch: a.run.Epoch, Output: out, Error: msg, CompletedAt: now}
 }
 
 // effectFenced is the abort cause of an attempt that met an effect started

@@ -3,6 +3,7 @@ package yella_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -379,6 +380,41 @@ func opsCases() []Case {
 			if len(rep) == 1 {
 				Expect(h, "replay key", rep[0].EffectKey, `arr:v1:["charge","c1"]`)
 			}
+		}},
+		// An effect's end is written while the handler goes on (a store
+		// that queues it, store.EffectQueue, lets the handler continue
+		// before the commit): the handler, still running, sees it
+		// recorded, without making any other write; and its event comes
+		// before the attempt's end's.
+		Case{Name: "Effect/EndWrittenWhileHandlerGoesOn", Fn: func(h *H) {
+			var seen atomic.Bool
+			var e *yella.Engine
+			e = h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				v, err := yella.Effect(c, "charge", func(context.Context) (int, error) { return 7, nil })
+				if err != nil {
+					return c.Error(err)
+				}
+				for range 500 {
+					effs, err := e.Effects(context.Background(), c.RunID())
+					if err == nil && len(effs) == 1 && effs[0].Status == yella.EffectStatusCompleted && string(effs[0].Output) == "7" {
+						seen.Store(true)
+						break
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+				return c.OK(v)
+			}))
+			id := h.One(e, "ev", nil)
+			h.Drain(e)
+			Expect(h, "recorded while the handler ran", seen.Load(), true)
+			Expect(h, "output", string(h.Run(id).Output), "7")
+			var order []yella.EventType
+			for _, ev := range h.Events(yella.EffectCompleted, yella.RunCompleted) {
+				if ev.RunID == id {
+					order = append(order, ev.Type)
+				}
+			}
+			Expect(h, "events", fmt.Sprint(order), fmt.Sprint([]yella.EventType{yella.EffectCompleted, yella.RunCompleted}))
 		}},
 		Case{Name: "Effect/FailedIsRetried", Spec: []int{286, 309}, Fn: func(h *H) {
 			var fn atomic.Int32

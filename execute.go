@@ -41,6 +41,13 @@ type attempt struct {
 	effects   map[string]store.Effect
 	inflight  map[string]bool
 	wait      *wait // set when the handler reached a wait (ErrWaiting)
+
+	// The effect ends queued to the store (endEffect), and whether the
+	// attempt's end has settled them (effectsWritten): later ones are
+	// written synchronously. effMu guards both.
+	effMu      sync.Mutex
+	effQueued  []*queuedEnd
+	effSettled bool
 }
 
 // execute claims one dispatched run and starts its handler on a goroutine
@@ -294,6 +301,7 @@ func (a *attempt) finalize(res Result, fenced bool) {
 	now := e.clock.Now()
 	c := a.decide(res, fenced, now)
 	c.run, c.slot, c.persist, c.dur = &a.run, a.item, true, now.Sub(a.started)
+	c.before, c.written = a.effectsBefore, a.effectsWritten
 	if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
 		e.internalError("finish", err)
 	}
@@ -385,9 +393,7 @@ func (e *Engine) persist(op string, write func() error) error {
 			e.storeOK()
 			return nil
 		}
-		if errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
-			errors.Is(err, store.ErrInvalidStatus) || errors.Is(err, store.ErrClosed) ||
-			errors.Is(err, store.ErrNotAdmitted) || errors.Is(err, store.ErrInvalidUpdate) {
+		if permanent(err) {
 			return err
 		}
 		e.storeFailed(op, fmt.Errorf("%w (retrying in %s)", err, wait))
@@ -396,6 +402,14 @@ func (e *Engine) persist(op string, write func() error) error {
 		}
 		wait = min(wait*2, 30*time.Second)
 	}
+}
+
+// permanent reports that a store's error is its answer, not a failure to
+// reach it: trying the write again would get the same.
+func permanent(err error) bool {
+	return errors.Is(err, store.ErrFenced) || errors.Is(err, store.ErrNotFound) ||
+		errors.Is(err, store.ErrInvalidStatus) || errors.Is(err, store.ErrClosed) ||
+		errors.Is(err, store.ErrNotAdmitted) || errors.Is(err, store.ErrInvalidUpdate)
 }
 
 func (a *attempt) event(t EventType, set func(*Event)) Event {

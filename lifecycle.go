@@ -44,6 +44,14 @@ type change struct {
 	join *joinWatch
 	// depth: the follow-up would exceed Config.MaxChainDepth.
 	depth bool
+	// before, if set, runs before each try of the change's write; its
+	// error stops the try. An attempt's end writes there again the effect
+	// ends it queued that failed (attempt.effectsBefore).
+	before func() error
+	// written, if set, runs once the store has answered, before the
+	// change is settled: an attempt's end waits there for the effect ends
+	// it queued (attempt.effectsWritten), whose events come first.
+	written func()
 }
 
 // commit applies a decided change and settles it: the store's answer and
@@ -70,6 +78,9 @@ func (e *Engine) commit(ctx context.Context, c *change) (store.UpdateResult, err
 		}()
 	}
 	err := e.apply(ctx, c, &res)
+	if c.written != nil {
+		c.written()
+	}
 	e.settle(c, &res, err)
 	return res, err
 }
@@ -82,6 +93,11 @@ func (e *Engine) apply(ctx context.Context, c *change, res *store.UpdateResult) 
 		return err
 	}
 	return e.persist("finish", func() error {
+		if c.before != nil {
+			if err := c.before(); err != nil {
+				return err
+			}
+		}
 		var err error
 		*res, err = e.store.Update(ctx, c.u)
 		return err

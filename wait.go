@@ -144,7 +144,7 @@ func (a *attempt) waitStep(op, k, signal string, until time.Time, over json.RawM
 		if _, err := a.beginEffect(k, true); err != nil {
 			return nil, err
 		}
-		if err := a.finishEffect(k, over, nil); err != nil {
+		if err := a.finishEffect(k, store.EffectCompleted, over, "", a.e.clock.Now()); err != nil {
 			return nil, err
 		}
 		return over, nil

@@ -739,3 +739,21 @@ type Store interface {
 	// Close releases the store. Calls after Close return ErrClosed.
 	Close() error
 }
+
+// EffectQueue is implemented by a store that can write an effect's end
+// (FinishEffect) without its caller waiting for it. QueueFinishEffect
+// returns once the write is queued; every write the same caller makes
+// after that commits in the same transaction as the effect's end or in a
+// later one, so the effect's end is durable before anything that follows
+// it. wait returns the write's outcome, as FinishEffect would, once it is
+// known (it blocks until then).
+//
+// An engine uses it so that the handler goes on while the effect's end is
+// written: the end reaches the disk with the handler's next durable write
+// (its next effect's start, or the attempt's end) instead of costing a
+// commit of its own. A wrapper that embeds a store and changes its
+// FinishEffect must change QueueFinishEffect as well, or the engine's
+// queued writes pass it by.
+type EffectQueue interface {
+	QueueFinishEffect(ctx context.Context, runID string, epoch int64, key string, status EffectStatus, output json.RawMessage, errMsg string, now time.Time) (wait func() error)
+}

@@ -39,6 +39,26 @@ func (s *Store) FinishEffect(ctx context.Context, runID string, epoch int64, key
 	return s.do(ctx, &cmd{effFin: &effFinish{runID: runID, key: key, epoch: epoch, status: status, output: output, errMsg: errMsg, now: now}})
 }
 
+// QueueFinishEffect implements store.EffectQueue. With one writer (the
+// default) the commands of a node are taken in order and a batch commits
+// whole, so the write is only queued; with several, a later write could
+// commit first on another writer, so it is made as FinishEffect makes it
+// before returning.
+func (s *Store) QueueFinishEffect(ctx context.Context, runID string, epoch int64, key string, status store.EffectStatus, output json.RawMessage, errMsg string, now time.Time) (wait func() error) {
+	c := &cmd{effFin: &effFinish{runID: runID, key: key, epoch: epoch, status: status, output: output, errMsg: errMsg, now: now}}
+	if s.opts.Writers > 1 {
+		err := s.do(ctx, c)
+		return func() error { return err }
+	}
+	if err := s.enqueue(ctx, c); err != nil {
+		return func() error { return err }
+	}
+	return func() error {
+		<-c.done
+		return c.err
+	}
+}
+
 // queueEffStartMany queues the effect starts of a batch, one statement,
 // in b; the function returned sets the refusals once b is sent. A start
 // whose run is not running at its epoch, or whose effect is already

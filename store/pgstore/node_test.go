@@ -108,6 +108,21 @@ func (w *writeLog) FinishEffect(ctx context.Context, runID string, epoch int64, 
 	return err
 }
 
+// QueueFinishEffect logs the queued write once its result is known (the
+// engine waits for it on a goroutine of its own).
+func (w *writeLog) QueueFinishEffect(ctx context.Context, runID string, epoch int64, key string, st store.EffectStatus, out json.RawMessage, msg string, now time.Time) func() error {
+	wait := w.Store.QueueFinishEffect(ctx, runID, epoch, key, st, out, msg, now)
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() {
+			err = wait()
+			w.log("finish-effect", runID, epoch, err)
+		})
+		return err
+	}
+}
+
 func runNode(cfg nodeConfig) error {
 	ctx := context.Background()
 	st, err := pgstore.Open(ctx, cfg.URL, pgstore.Options{Schema: cfg.Schema, NodeHeartbeat: cfg.Heartbeat, NodeTimeout: cfg.Timeout})

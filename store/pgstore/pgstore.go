@@ -182,7 +182,10 @@ type Store struct {
 	pruneFrom atomic.Int64
 }
 
-var _ store.Shared = (*Store)(nil)
+var (
+	_ store.Shared      = (*Store)(nil)
+	_ store.EffectQueue = (*Store)(nil)
+)
 
 // Stats describes the writers' work since Open.
 type Stats struct {

@@ -67,21 +67,27 @@ func (w *wtx) freedKey(r *store.Run) {
 // queueing respects ctx: once queued, a write completes, so a caller that
 // gives up never leaves a committed change it did not hear about.
 func (s *Store) do(ctx context.Context, c *cmd) error {
+	if err := s.enqueue(ctx, c); err != nil {
+		return err
+	}
+	<-c.done
+	return c.err
+}
+
+// enqueue queues c (see do) without waiting for its batch.
+func (s *Store) enqueue(ctx context.Context, c *cmd) error {
 	c.done = make(chan struct{})
 	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
 	if s.closed {
-		s.closeMu.RUnlock()
 		return store.ErrClosed
 	}
 	select {
 	case s.cmds <- c:
-		s.closeMu.RUnlock()
+		return nil
 	case <-ctx.Done():
-		s.closeMu.RUnlock()
 		return ctx.Err()
 	}
-	<-c.done
-	return c.err
 }
 
 // run queues fn as a plain command.

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -276,5 +277,68 @@ func BenchmarkAttemptEnds(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestQueuedEffectEnd: QueueFinishEffect returns while the writer is
+// still busy with an earlier batch (the caller does not wait for the
+// effect's end), and a write its caller makes afterwards commits with it
+// or after it: once the attempt's end, queued next, is answered, the
+// effect's end is there for every reader, and its wait reports success.
+func TestQueuedEffectEnd(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	path, err := filepath.Abs(filepath.Join(t.TempDir(), "queued.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "r", Process: "p"}}, Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{"r"}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	if err := s.StartEffect(ctx, "r", 1, "k", now); err != nil {
+		t.Fatal(err)
+	}
+	release := holdWriter(t, s, path, now)
+	queued := make(chan func() error, 1)
+	go func() {
+		queued <- s.QueueFinishEffect(ctx, "r", 1, "k", store.EffectCompleted, json.RawMessage(`"ok"`), "", now)
+	}()
+	var wait func() error
+	select {
+	case wait = <-queued:
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("QueueFinishEffect waited for the writer")
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := s.Update(ctx, store.Update{RunID: "r", Epoch: 1, Now: now, Action: store.ActionComplete, Output: json.RawMessage(`1`)})
+		ended <- err
+	}()
+	for len(s.cmds) < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	if err := <-ended; err != nil {
+		t.Fatal(err)
+	}
+	effs, err := s.Effects(ctx, "r")
+	if err != nil || len(effs) != 1 || effs[0].Status != store.EffectCompleted || string(effs[0].Output) != `"ok"` {
+		t.Fatalf("effects once the attempt's end was answered: %+v, %v", effs, err)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	// A queued end of an effect this epoch no longer owns is refused.
+	if err := s.QueueFinishEffect(ctx, "r", 9, "k", store.EffectCompleted, nil, "", now)(); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("a stale epoch's end: %v, want ErrFenced", err)
 	}
 }

@@ -165,7 +165,10 @@ type Store struct {
 	many [manyKinds][8]*sql.Stmt
 }
 
-var _ store.Store = (*Store)(nil)
+var (
+	_ store.Store       = (*Store)(nil)
+	_ store.EffectQueue = (*Store)(nil)
+)
 
 func (o Options) withDefaults() (Options, error) {
 	switch strings.ToUpper(string(o.Synchronous)) {

@@ -671,7 +671,13 @@ func (s *Store) StartEffect(ctx context.Context, runID string, epoch int64, key 
 
 // FinishEffect implements store.Store.
 func (s *Store) FinishEffect(ctx context.Context, runID string, epoch int64, key string, status store.EffectStatus, output json.RawMessage, errMsg string, now time.Time) error {
-	return s.do(ctx, func(w *wtx) error {
+	return s.QueueFinishEffect(ctx, runID, epoch, key, status, output, errMsg, now)()
+}
+
+// QueueFinishEffect implements store.EffectQueue: the write is a command
+// of the writer's queue, which it takes in order (enqueue).
+func (s *Store) QueueFinishEffect(ctx context.Context, runID string, epoch int64, key string, status store.EffectStatus, output json.RawMessage, errMsg string, now time.Time) (wait func() error) {
+	c := &cmd{fn: func(w *wtx) error {
 		res, err := w.exec(w.s.st.effFinish, string(status), blob(output), errMsg, now.UnixNano(), runID, key, epoch)
 		if err != nil {
 			return err
@@ -683,7 +689,14 @@ func (s *Store) FinishEffect(ctx context.Context, runID string, epoch int64, key
 			return err
 		}
 		return nil
-	})
+	}, done: make(chan struct{})}
+	if err := s.enqueue(ctx, c); err != nil {
+		return func() error { return err }
+	}
+	return func() error {
+		<-c.done
+		return c.err
+	}
 }
 
 // Signal implements store.Store: one write transaction finds the run

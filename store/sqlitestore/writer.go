@@ -99,20 +99,28 @@ func (s *Store) do(ctx context.Context, fn func(w *wtx) error) error {
 
 // submit queues c and waits for its batch to commit (see do).
 func (s *Store) submit(ctx context.Context, c *cmd) error {
+	if err := s.enqueue(ctx, c); err != nil {
+		return err
+	}
+	<-c.done
+	return c.err
+}
+
+// enqueue queues c behind every command queued before it: the writer
+// takes commands in order, and a batch commits whole, so c commits in the
+// transaction of every command queued after it or in an earlier one.
+func (s *Store) enqueue(ctx context.Context, c *cmd) error {
 	s.closeMu.RLock()
+	defer s.closeMu.RUnlock()
 	if s.closed {
-		s.closeMu.RUnlock()
 		return store.ErrClosed
 	}
 	select {
 	case s.cmds <- c:
-		s.closeMu.RUnlock()
+		return nil
 	case <-ctx.Done():
-		s.closeMu.RUnlock()
 		return ctx.Err()
 	}
-	<-c.done
-	return c.err
 }
 
 // lingerRounds is how many times the writer yields to collect more commands

@@ -261,7 +261,8 @@ func childEngine(cfg Config, st store.Store, kl *killer, start time.Time) (*yell
 	if err != nil {
 		return nil, err
 	}
-	job := jobProcess(cfg, kl, start)
+	acks := &effectAcks{ch: map[string]chan struct{}{}}
+	job := jobProcess(cfg, kl, start, acks)
 	if cfg.Chain {
 		job.Emits = []string{"job:done"}
 		err = eng.Register(yella.Process{Name: "follow", On: "job:done", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
@@ -278,6 +279,9 @@ func childEngine(cfg Config, st store.Store, kl *killer, start time.Time) (*yell
 			kl.hit(AfterClaim)
 		case yella.EffectCompleted:
 			kl.hit(AfterEffectComplete)
+			acks.done(ev.RunID)
+		case yella.EffectReplayed, yella.EffectResolved:
+			acks.done(ev.RunID)
 		case yella.RunCompleted:
 			kl.hit(AfterCompletion)
 		}
@@ -285,11 +289,43 @@ func childEngine(cfg Config, st store.Store, kl *killer, start time.Time) (*yell
 	return eng, nil
 }
 
+// effectAcks tells the job when its effect's end is written: the engine
+// publishes effect:completed (effect:replayed, effect:resolved) once it
+// is, while the handler may have gone on.
+type effectAcks struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+func (a *effectAcks) of(run string) chan struct{} {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.ch[run]
+	if !ok {
+		c = make(chan struct{})
+		a.ch[run] = c
+	}
+	return c
+}
+
+func (a *effectAcks) done(run string) {
+	c := a.of(run)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
 // jobProcess is the job: one effect that records each execution of its
 // body in the witness before anything can kill it, then a completion
 // (naming job:done with cfg.Chain). The first call prints when it came,
-// for the parent to time the restart.
-func jobProcess(cfg Config, kl *killer, start time.Time) yella.Process {
+// for the parent to time the restart. Before it returns, the job waits
+// until its effect's end is written (acks), so that BeforeCompletion is
+// the state its name says: the effect recorded, the run not yet ended.
+func jobProcess(cfg Config, kl *killer, start time.Time, acks *effectAcks) yella.Process {
 	var first sync.Once
 	return yella.Process{Name: "job", On: "job", Run: func(c *yella.Ctx) yella.Result {
 		first.Do(func() { fmt.Printf("first %d\n", time.Since(start).Microseconds()) }) // the parent times its arrival
@@ -323,6 +359,10 @@ func jobProcess(cfg Config, kl *killer, start time.Time) yella.Process {
 		}, opts...)
 		if err != nil {
 			return c.Error(err)
+		}
+		select {
+		case <-acks.of(c.RunID()):
+		case <-time.After(10 * time.Second): // the write failed: the attempt's end tells
 		}
 		kl.hit(BeforeCompletion)
 		if cfg.Chain {

@@ -64,6 +64,26 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Effect/FencedAfterAbandonedAttempt"), crashPoints},
 	},
 	{
+		Name:      "queued-effect-end-never-written",
+		Guarantee: "an effect's end the handler does not wait for is written all the same, before the attempt's later writes",
+		Edits: []Edit{{
+			File: "effect.go",
+			Old:  "wait := eq.QueueFinishEffect(a.e.io, a.run.ID, a.run.Epoch, k, st, q.out, msg, q.now)",
+			New:  "wait := func() error { _ = eq; return nil }",
+		}},
+		Tests: []Test{sqlConf("Effect/EndWrittenWhileHandlerGoesOn"), sqlConf("Effect/ReplayedOnRetry"), crashPoints},
+	},
+	{
+		Name:      "failed-queued-effect-end-not-rewritten",
+		Guarantee: "an effect's end the store failed to write is written again before its attempt's end: no run ends with its effect left started",
+		Edits: []Edit{{
+			File: "effect.go",
+			Old:  "func (a *attempt) effectsBefore() error {\n",
+			New:  "func (a *attempt) effectsBefore() error {\n\tif true {\n\t\treturn nil\n\t}\n",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestQueuedEffectEndWrittenAgain$"}},
+	},
+	{
 		Name:      "completed-effect-rerun",
 		Guarantee: "a completed effect is never run again: its stored result is replayed",
 		Edits: []Edit{{
@@ -582,7 +602,7 @@ var coreMutations = []Mutation{
 		Guarantee: "a completion and its follow-ups commit together: no crash leaves one without the other",
 		Edits: []Edit{{
 			File: "lifecycle.go",
-			Old:  "\treturn e.persist(\"finish\", func() error {\n\t\tvar err error\n\t\t*res, err = e.store.Update(ctx, c.u)\n\t\treturn err\n\t})\n",
+			Old:  "\treturn e.persist(\"finish\", func() error {\n\t\tif c.before != nil {\n\t\t\tif err := c.before(); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n\t\tvar err error\n\t\t*res, err = e.store.Update(ctx, c.u)\n\t\treturn err\n\t})\n",
 			New: "\tchildren := c.u.Children\n\tc.u.Children, c.u.NoChildren = nil, nil\n\tdefer func() { c.u.Children = children }()\n" +
 				"\terr := e.persist(\"finish\", func() error {\n\t\tvar err error\n\t\t*res, err = e.store.Update(ctx, c.u)\n\t\treturn err\n\t})\n" +
 				"\tif err == nil && children != nil {\n\t\tres.Children, err = e.store.Admit(ctx, *children)\n\t}\n\treturn err\n",
