@@ -40,8 +40,8 @@ func TestMain(m *testing.M) {
 
 // crashChild runs an engine on the SQLite file YELLA_HTTPX_DB whose process
 // "call" POSTs to YELLA_HTTPX_URL through Do (Idempotent when
-// YELLA_HTTPX_IDEMPOTENT is set; SIGKILLing itself right after the call
-// completed when YELLA_HTTPX_DIE_AFTER_CALL is set). With YELLA_HTTPX_RUN
+// YELLA_HTTPX_IDEMPOTENT is set; SIGKILLing itself once the call's result
+// is recorded when YELLA_HTTPX_DIE_AFTER_CALL is set). With YELLA_HTTPX_RUN
 // empty it emits a run and prints its id; then it waits for that run to
 // end and prints "status <status>".
 func crashChild() error {
@@ -59,13 +59,25 @@ func crashChild() error {
 		opts = append(opts, Idempotent())
 	}
 	dieAfterCall := os.Getenv("YELLA_HTTPX_DIE_AFTER_CALL") != ""
+	recorded := make(chan struct{}, 1) // the call's result is written (effect:completed)
+	eng.Subscribe(func(ev yella.Event) {
+		if ev.Type == yella.EffectCompleted {
+			select {
+			case recorded <- struct{}{}:
+			default:
+			}
+		}
+	})
 	eng.Register(yella.Process{Name: "call", On: "go", Run: func(c *yella.Ctx) yella.Result {
 		resp, err := Do(c, "charge", Request{URL: os.Getenv("YELLA_HTTPX_URL"), Body: []byte("amount=100")}, opts...)
 		if err != nil {
 			return connector.Outcome(c, err)
 		}
 		if dieAfterCall {
-			syscall.Kill(os.Getpid(), syscall.SIGKILL) // the call's result is stored; the run's is not
+			// The handler goes on while the call's result is written; once
+			// it is, the run's own result is not yet.
+			<-recorded
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
 			select {}
 		}
 		return c.OK(string(resp.Body))
@@ -168,8 +180,8 @@ func (c *child) line(t *testing.T) string {
 // A call whose process is SIGKILLed while the downstream holds the request
 // has an unknown outcome: after a restart the run is fenced (not sent
 // again) by default, and sent again with the same idempotency key when the
-// call is Idempotent. A call that completed before the kill is replayed,
-// never sent again.
+// call is Idempotent. A call whose result was recorded before the kill is
+// replayed, never sent again.
 func TestCrashMidCall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs child processes")

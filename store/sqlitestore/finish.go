@@ -50,8 +50,8 @@ func finishRow(f *finishCmd) ([]any, store.Outcome, bool) {
 }
 
 // mergeFinishes ends the mergeable attempts among cmds in one statement
-// (manyMax at a time), if there are several, and returns the commands it answered (their
-// c.err set; their fn is not to run).
+// (manyMax at a time), if there are several, and returns the commands it
+// answered (their c.err set; their fn is not to run).
 func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	var cs []*cmd
 	var rows [][]any
