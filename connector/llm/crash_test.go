@@ -41,8 +41,8 @@ func TestMain(m *testing.M) {
 type childConfig struct {
 	DB      string
 	BaseURL string
-	// DieAfterEffect: the handler kills its own process (SIGKILL) once Chat
-	// returned, before the run completes.
+	// DieAfterEffect: the handler kills its own process (SIGKILL) once
+	// Chat's result is recorded, before the run completes.
 	DieAfterEffect bool
 }
 
@@ -78,6 +78,15 @@ func crashChild(arg string) int {
 	if err != nil {
 		return fail(err)
 	}
+	recorded := make(chan struct{}, 1) // the effect's result is written (effect:completed)
+	eng.Subscribe(func(ev yella.Event) {
+		if ev.Type == yella.EffectCompleted {
+			select {
+			case recorded <- struct{}{}:
+			default:
+			}
+		}
+	})
 	err = eng.Register(yella.Process{Name: "agent", On: "ask", Retry: &yella.Retry{Max: 3, Backoff: yella.Fixed(0)},
 		Run: func(c *yella.Ctx) yella.Result {
 			comp, err := client.Chat(c, "answer", hello)
@@ -85,6 +94,9 @@ func crashChild(arg string) int {
 				return connector.Outcome(c, err)
 			}
 			if cfg.DieAfterEffect {
+				// The handler goes on while the effect's result is
+				// written; the kill comes once it is.
+				<-recorded
 				fmt.Println("effect completed")
 				os.Stdout.Sync()
 				if self, err := os.FindProcess(os.Getpid()); err == nil {
