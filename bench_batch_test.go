@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/store/sqlitestore"
 )
 
 // BenchmarkEmitBatch times EmitBatch of 500 events on a stopped engine
@@ -62,6 +63,11 @@ func BenchmarkEndToEnd(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+			if s, ok := st.(interface{ Stats() sqlitestore.Stats }); ok {
+				// The writer's time per run: the SQLite store's bound, and
+				// steadier than runs/s on a shared machine.
+				b.ReportMetric(float64(s.Stats().CommitNanos)/float64(b.N), "writer-ns/run")
+			}
 			eng.Stop(ctx)
 		})
 	}

@@ -1,8 +1,10 @@
 package sqlitestore
 
 import (
+	"bytes"
 	"database/sql"
 	"slices"
+	"time"
 
 	"github.com/yella-go/yella/store"
 )
@@ -49,9 +51,73 @@ func finishRow(f *finishCmd) ([]any, store.Outcome, bool) {
 	return append(append([]any{u.RunID, u.Epoch}, setArgs(f.rule, u, &o, false, false)...), waitKey(u, &o)), o, true
 }
 
+// claimedMax bounds Store.claimed. A run leaves it when an attempt's end
+// or any other update names it; one that never does (its engine stopped)
+// stays until the map is full, and is then forgotten with the others.
+const claimedMax = 1 << 16
+
+// remember keeps run r as a claim at now left its row (Store.claimed),
+// with the fields the claim returns (claimCols; Payload, Context and the
+// lease left out). While the run is running at the claim's epoch no
+// statement changes them: a context, a rate state or a lease is all that
+// changes then, and every transition out of running is an attempt's end
+// or an operator's action (Store.update), after which only a new claim,
+// which raises the epoch, makes it running again. So an attempt end that
+// finds its run running at that epoch need not read them back (endedRun).
+func (s *Store) remember(r *store.Run, now time.Time) {
+	if s.claimed == nil || len(s.claimed) >= claimedMax {
+		s.claimed = make(map[string]store.Run)
+	}
+	c := *r
+	c.Payload, c.Context, c.LeaseOwner, c.LeaseExpires = nil, nil, "", time.Time{}
+	c.StartedAt = time.Unix(0, now.UnixNano()) // as stored, and as a read returns it
+	s.claimed[r.ID] = c
+}
+
+// endedRun is the run an end (its merged row, row) left, as
+// finishManyTail's updCols would return it: what its claim left (c), the
+// rest as finishManyRestTail returned it (rest, scanEndedRest), and
+// finishManyHead's writes, applied as SQLite applies them.
+func endedRun(c store.Run, rest *store.Run, row []any) store.Run {
+	r := c
+	r.CreatedAt, r.IdempotencyKey, r.Then, r.Version = rest.CreatedAt, rest.IdempotencyKey, rest.Then, rest.Version
+	r.Priority, r.RateKey, r.ConcurrencyKey, r.GroupKey = rest.Priority, rest.RateKey, rest.ConcurrencyKey, rest.GroupKey
+	r.Status = store.Status(row[2].(string))
+	r.Error, r.ErrorCode = row[3].(string), row[4].(string)
+	if row[5].(int) == 1 {
+		r.Output = nil
+		if b, _ := row[6].([]byte); len(b) > 0 { // an empty blob reads back as NULL does
+			r.Output = bytes.Clone(b)
+		}
+	}
+	if row[9].(int) == 1 {
+		r.RetryAt = timeOf(row[10])
+	}
+	r.CompletedAt = timeOf(row[11])
+	switch row[12].(int) {
+	case attemptsReset:
+		r.Attempts = 0
+	case attemptsRefund:
+		r.Attempts = max(r.Attempts-1, 0)
+	}
+	r.WaitKey, _ = row[14].(string)
+	return r
+}
+
+// timeOf reads back a time bound as ns binds it.
+func timeOf(v any) time.Time {
+	if n, ok := v.(int64); ok {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
 // mergeFinishes ends the mergeable attempts among cmds in one statement
 // (manyMax at a time), if there are several, and returns the commands it
-// answered (their c.err set; their fn is not to run).
+// answered (their c.err set; their fn is not to run). The ends whose runs
+// the writer holds from their claims (Store.claimed) are made by a
+// statement that returns only what the claims did not; the others'
+// statement returns their runs.
 func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	var cs []*cmd
 	var rows [][]any
@@ -81,12 +147,37 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		tl int
 	}
 	ended := make(map[string]got, len(cs))
-	err := w.queryMany(finishMany, rows, func(rs *sql.Rows) error {
+	var known, unknown [][]any
+	held := make(map[string]store.Run, len(cs))
+	for i, c := range cs {
+		u := c.fin.u
+		if k, ok := w.s.claimed[u.RunID]; ok && k.Epoch == u.Epoch {
+			held[u.RunID] = k
+			known = append(known, rows[i])
+		} else {
+			unknown = append(unknown, rows[i])
+		}
+		delete(w.s.claimed, u.RunID) // ended now, or not by this claim
+	}
+	err := w.queryMany(finishMany, unknown, func(rs *sql.Rows) error {
 		r, tl, err := scanUpdated(rs)
 		if err != nil {
 			return err
 		}
 		ended[r.ID] = got{r, tl}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = w.queryMany(finishManyRest, known, func(rs *sql.Rows) error {
+		var g got
+		tl, err := scanEndedRest(rs, &g.r)
+		if err != nil {
+			return err
+		}
+		g.tl = tl
+		ended[g.r.ID] = g
 		return nil
 	})
 	if err != nil {
@@ -98,6 +189,9 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		f := c.fin
 		answered[c], f.merged = true, true
 		g, ok := ended[f.u.RunID]
+		if k, held := held[f.u.RunID]; ok && held {
+			g.r = endedRun(k, &g.r, rows[i])
+		}
 		if !ok { // the epoch no longer owns the run
 			c.err = w.notFoundOr(f.u.RunID, store.ErrFenced)
 			if !isSentinel(c.err) {

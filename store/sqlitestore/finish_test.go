@@ -19,12 +19,15 @@ import (
 // the same answers (fenced and unknown runs included), runs, timelines
 // and counts. The ends cover every field an end writes, outputs and
 // strings whose exact bytes must survive (whitespace, invalid UTF-8, a
-// NUL), two ends of one run, and ends whose timeline entries are not
-// implicit.
+// NUL), two ends of one run, ends whose timeline entries are not
+// implicit, runs with every field an admission sets and a run in its
+// second attempt. Half of the merged ends find their runs' claims in the
+// writer's memory (the statement that returns only what the claim did
+// not), half read their runs back.
 func TestAttemptEndsMerged(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 123456789)
-	const runs = 16
+	const runs = 17
 	open := func(name string) (*Store, string) {
 		t.Helper()
 		path, err := filepath.Abs(filepath.Join(t.TempDir(), name))
@@ -36,14 +39,30 @@ func TestAttemptEndsMerged(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
+		claim := func(id string) {
+			t.Helper()
+			got, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{id}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("claim %s: %v %v", id, got, err)
+			}
+		}
 		for i := range runs {
-			a := store.Admission{Event: "e", Payload: json.RawMessage(`{}`), Runs: []store.NewRun{{ID: fmt.Sprintf("r%d", i), Process: "p"}}, Now: now}
+			id := fmt.Sprintf("r%d", i)
+			nr := store.NewRun{ID: id, Process: "p"}
+			a := store.Admission{Event: "e", Payload: json.RawMessage(`{}`), Runs: []store.NewRun{nr}, Now: now}
+			if i%4 == 1 || i%4 == 2 { // read back, and held from the claim (below)
+				a.IdempotencyKey = "k" + id
+				a.Runs[0].Priority, a.Runs[0].RateKey, a.Runs[0].ConcurrencyKey, a.Runs[0].GroupKey = 3, "rate", "conc", "group"
+			}
 			if _, err := s.Admit(ctx, a); err != nil {
 				t.Fatal(err)
 			}
-			got, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{fmt.Sprintf("r%d", i)}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
-			if err != nil || len(got) != 1 {
-				t.Fatalf("claim r%d: %v %v", i, got, err)
+			claim(id)
+			if i == 16 { // its first attempt retried, with a version the second keeps
+				if _, err := s.Update(ctx, store.Update{RunID: id, Now: now, Action: store.ActionRetryLater, Epoch: 1, Error: "once", RetryAt: now, Version: "v1"}); err != nil {
+					t.Fatal(err)
+				}
+				claim(id)
 			}
 		}
 		return s, path
@@ -74,6 +93,8 @@ func TestAttemptEndsMerged(t *testing.T) {
 		end("r12", store.ActionHandBack, nil),
 		end("r13", store.ActionComplete, func(u *store.Update) { u.Note = "a note of its own" }),
 		end("r14", store.ActionComplete, func(u *store.Update) { u.Now = at.Add(time.Millisecond) }),
+		end("r15", store.ActionRetryLater, func(u *store.Update) { u.Error, u.RetryAt, u.Version = "again", at.Add(time.Hour), "v3" }),
+		end("r16", store.ActionComplete, func(u *store.Update) { u.Epoch, u.Output = 2, json.RawMessage(`"second"`) }),
 	}
 
 	// One at a time: each end is its batch's only command.
@@ -88,8 +109,20 @@ func TestAttemptEndsMerged(t *testing.T) {
 		want[i] = answer{res, fmt.Sprint(err)}
 	}
 
-	// Together: queued while the writer holds another batch open.
+	// Together: queued while the writer holds another batch open. The
+	// writer forgets the claims of half of the runs.
 	merged, path := open("merged.db")
+	held := 0
+	for i := range runs {
+		if i%2 == 1 {
+			delete(merged.claimed, fmt.Sprintf("r%d", i))
+		} else if _, ok := merged.claimed[fmt.Sprintf("r%d", i)]; ok {
+			held++
+		}
+	}
+	if held != (runs+1)/2 {
+		t.Fatalf("the writer holds %d claims, want %d", held, (runs+1)/2)
+	}
 	release := holdWriter(t, merged, path, now)
 	got := make([]answer, len(ends))
 	var wg sync.WaitGroup
@@ -116,6 +149,9 @@ func TestAttemptEndsMerged(t *testing.T) {
 	// All but r9's second (a run appears once in the statement).
 	if d, w := merged.Stats().MergedEnds-before.MergedEnds, int64(len(ends)-1); d != w {
 		t.Errorf("%d attempt ends merged, want %d", d, w)
+	}
+	if n := len(merged.claimed); n != 0 {
+		t.Errorf("the writer still holds %d claims after their ends", n)
 	}
 
 	for i, u := range ends {

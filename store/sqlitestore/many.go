@@ -28,6 +28,7 @@ type manyKind int
 const (
 	claimMany manyKind = iota
 	finishMany
+	finishManyRest // finishMany returning what the claim did not (Store.claimed)
 	manyKinds
 )
 
@@ -35,8 +36,9 @@ var manyParts = [manyKinds]struct {
 	head, tail string
 	cols       int
 }{
-	claimMany:  {claimManyHead, claimManyTail, 4},
-	finishMany: {finishManyHead, finishManyTail, 15},
+	claimMany:      {claimManyHead, claimManyTail, 4},
+	finishMany:     {finishManyHead, finishManyTail, 15},
+	finishManyRest: {finishManyHead, finishManyRestTail, 15},
 }
 
 // manySize is the rows of the statement that takes n runs (1 ≤ n ≤

@@ -163,6 +163,9 @@ type Store struct {
 	// many holds the merged statements, by kind and log2 of their rows
 	// (manyStmt); only the writer uses them.
 	many [manyKinds][8]*sql.Stmt
+	// claimed holds the runs this writer claimed, by id, as each claim
+	// left its row (see remember); only the writer uses it.
+	claimed map[string]store.Run
 }
 
 var (

@@ -112,9 +112,17 @@ var (
 		wait_key = c.column15,
 		tl = tl + 2
 		FROM (VALUES `
-	finishManyTail = `) AS c
-		WHERE runs.id = c.column1 AND +status = 'running' AND epoch = c.column2
+	// finishManyWhere ends the rows and guards each end by its epoch.
+	finishManyWhere = `) AS c
+		WHERE runs.id = c.column1 AND +status = 'running' AND epoch = c.column2`
+	finishManyTail = finishManyWhere + `
 		RETURNING ` + updCols
+	// finishManyRestTail is finishManyTail for the ends whose runs the
+	// writer holds from their claims (Store.claimed): it returns only the
+	// fields of updCols that neither the claim returned nor the end
+	// writes (scanEndedRest).
+	finishManyRestTail = finishManyWhere + `
+		RETURNING id, created_at, idem_key, then_event, version, tl, priority, rate_key, conc_key, group_key`
 	// pendingSQL lists idle runs and waiting runs with a deadline, each
 	// read in seq order from its own index and merged (a MERGE of the
 	// UNION ALL): no sort, and no read of the runs that wait without a
@@ -315,6 +323,18 @@ func scanClaimed(sc scanner, owner string, now, until time.Time) (r store.Run, l
 		from = store.StatusWaiting
 	}
 	return r, large, from, err
+}
+
+// scanEndedRest reads one row of finishManyRestTail's columns into r, the
+// run the end left: its id and the fields that a claim does not return
+// (claimCols) and the end does not write.
+func scanEndedRest(sc scanner, r *store.Run) (tl int, err error) {
+	var idem, rateKey, concKey, groupKey sql.NullString
+	var created int64
+	err = sc.Scan(&r.ID, &created, &idem, &r.Then, &r.Version, &tl, &r.Priority, &rateKey, &concKey, &groupKey)
+	r.IdempotencyKey, r.CreatedAt = idem.String, time.Unix(0, created)
+	r.RateKey, r.ConcurrencyKey, r.GroupKey = rateKey.String, concKey.String, groupKey.String
+	return tl, err
 }
 
 // scanUpdated reads one row of updCols.

@@ -262,6 +262,7 @@ func (c *claimCmd) each(w *wtx) error {
 			return err
 		}
 		w.moved(r.Process, from, store.StatusRunning)
+		w.s.remember(&r, req.Now)
 		c.add(r, big)
 	}
 	return nil
@@ -312,6 +313,7 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 			}
 			delete(claimed, id)
 			g.r.LeaseOwner, g.r.LeaseExpires, g.r.StartedAt = c.req.Owner, c.req.LeaseUntil, c.req.Now
+			w.s.remember(&g.r, c.req.Now)
 			c.add(g.r, g.big)
 		}
 	}
@@ -358,6 +360,7 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 // nothing.
 func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 	var res store.UpdateResult
+	delete(w.s.claimed, u.RunID) // whatever it does, the run's claim is over or not this one
 	rule, err := u.Rule()
 	if err != nil {
 		return res, w.notFoundOr(u.RunID, err)

@@ -266,12 +266,12 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 	}
 	merged, err := w.mergeClaims(cmds)
 	if err != nil {
-		s.rollback.ExecContext(ctx)
+		s.abort(ctx)
 		return s.classify(err)
 	}
 	ended, err := w.mergeFinishes(cmds)
 	if err != nil {
-		s.rollback.ExecContext(ctx)
+		s.abort(ctx)
 		return s.classify(err)
 	}
 	for _, c := range cmds {
@@ -287,17 +287,17 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 				c.err = err
 				continue
 			}
-			s.rollback.ExecContext(ctx)
+			s.abort(ctx)
 			return s.classify(err)
 		}
 	}
 	// Tests may hold or fail the commit here (internal/commithook).
 	if err := commithook.BeforeCommit(s.path); err != nil {
-		s.rollback.ExecContext(ctx)
+		s.abort(ctx)
 		return err
 	}
 	if _, err := s.commit.ExecContext(ctx); err != nil {
-		s.rollback.ExecContext(ctx)
+		s.abort(ctx)
 		return s.classify(err)
 	}
 	s.mu.Lock()
@@ -317,6 +317,14 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 	s.stats.CommitNanos += time.Since(start).Nanoseconds()
 	s.mu.Unlock()
 	return nil
+}
+
+// abort rolls the writer's transaction back. The claims remembered in it
+// (Store.claimed) may be undone with it, so all are forgotten: an attempt
+// end without one reads its run back.
+func (s *Store) abort(ctx context.Context) {
+	s.rollback.ExecContext(ctx)
+	s.claimed = nil
 }
 
 // mergeClaims makes the mergeable claims among cmds in one statement, if

@@ -516,6 +516,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMergedInChunks"), sqlTest("TestClaimsMerged")},
 	},
 	{
+		Name:      "end-from-claim-drops-stored-fields",
+		Guarantee: "an attempt end answered from its run's claim returns the run exactly as stored",
+		Edits: []Edit{{
+			File: "store/sqlitestore/finish.go",
+			Old:  "r.CreatedAt, r.IdempotencyKey, r.Then, r.Version = rest.CreatedAt, rest.IdempotencyKey, rest.Then, rest.Version",
+			New:  "r.CreatedAt, r.IdempotencyKey = rest.CreatedAt, rest.IdempotencyKey",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
 		Name:      "singleton-ignored",
 		Guarantee: "Singleton admits no run while one of its key is to run",
 		Edits: []Edit{{
