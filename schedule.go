@@ -14,6 +14,8 @@ import (
 	// The time zone database, so that a schedule's Location loads on a
 	// machine or container image without one.
 	_ "time/tzdata"
+
+	"github.com/yella-go/yella/internal/clock"
 )
 
 // Schedule emits an event on a cron schedule. Each tick is admitted with
@@ -225,7 +227,7 @@ func (e *Engine) armSchedule(sc *schedule, after time.Time) {
 	}
 	e.timerSeq++
 	id := e.timerSeq
-	e.timers[id] = e.clock.AfterFunc(next.Sub(e.clock.Now()), func() { e.fireSchedule(sc, id) })
+	e.timers[id] = clock.At(e.clock, next, func() { e.fireSchedule(sc, id) })
 }
 
 // fireSchedule emits the latest due tick (ticks skipped meanwhile are not

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/yella-go/yella/internal/clock"
 	"github.com/yella-go/yella/internal/dispatch"
 	"github.com/yella-go/yella/store"
 )
@@ -257,7 +258,7 @@ func (n *node) wakeAtTime(t time.Time) {
 		n.stopTimer()
 	}
 	n.wakeAt = t
-	n.stopTimer = n.e.clock.AfterFunc(t.Sub(n.e.clock.Now()), func() {
+	n.stopTimer = clock.At(n.e.clock, t, func() {
 		n.mu.Lock()
 		n.stopTimer = nil
 		n.mu.Unlock()

@@ -24,6 +24,12 @@ func (c *Clock) Now() time.Time { return c.f.Now() }
 // engine calls it; a test rarely needs to.
 func (c *Clock) AfterFunc(d time.Duration, f func()) (stop func() bool) { return c.f.AfterFunc(d, f) }
 
+// AfterFuncAt schedules f for when the fake time reaches t (at the next
+// Advance, even by zero, when it already has). The engine calls it where
+// it knows the time it waits for, so a test that advances the clock
+// concurrently cannot make the callback late.
+func (c *Clock) AfterFuncAt(t time.Time, f func()) (stop func() bool) { return c.f.AfterFuncAt(t, f) }
+
 // Advance moves the clock forward by d and runs every callback that falls
 // due on the way, in time order.
 func (c *Clock) Advance(d time.Duration) { c.f.Advance(d) }

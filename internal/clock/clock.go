@@ -20,8 +20,28 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
+// At calls f once the clock reaches t, and returns AfterFunc's stop. A
+// clock that can schedule at a time (an AfterFuncAt method, as Real,
+// Fake and the fake clock of package yellatest have) does: a delay
+// computed from a time read earlier would be late by however far a fake
+// clock was advanced in between. Any other clock is given the delay from
+// its Now.
+func At(c Clock, t time.Time, f func()) (stop func() bool) {
+	if a, ok := c.(interface {
+		AfterFuncAt(time.Time, func()) func() bool
+	}); ok {
+		return a.AfterFuncAt(t, f)
+	}
+	return c.AfterFunc(t.Sub(c.Now()), f)
+}
+
 // Real is the wall clock.
 type Real struct{}
+
+// AfterFuncAt calls f in its own goroutine once the time is t.
+func (Real) AfterFuncAt(t time.Time, f func()) func() bool {
+	return time.AfterFunc(time.Until(t), f).Stop
+}
 
 // Now returns time.Now().
 func (Real) Now() time.Time { return time.Now() }
@@ -63,7 +83,16 @@ func (c *Fake) Now() time.Time {
 // non-positive d makes f due at the next Advance, even by zero.
 func (c *Fake) AfterFunc(d time.Duration, f func()) func() bool {
 	c.mu.Lock()
-	t := &fakeTimer{at: c.now.Add(d), seq: c.seq, f: f}
+	at := c.now.Add(d)
+	c.mu.Unlock()
+	return c.AfterFuncAt(at, f)
+}
+
+// AfterFuncAt schedules f to run when the fake time reaches at; at the
+// next Advance, even by zero, if it already has.
+func (c *Fake) AfterFuncAt(at time.Time, f func()) func() bool {
+	c.mu.Lock()
+	t := &fakeTimer{at: at, seq: c.seq, f: f}
 	c.seq++
 	c.pending = append(c.pending, t)
 	waiters := c.waiters

@@ -513,10 +513,7 @@ func (d *Dispatcher) fillLocked() {
 	}
 	if d.flow.rearm {
 		d.flow.rearm = false
-		if now.IsZero() {
-			now = d.cfg.Clock.Now()
-		}
-		d.timerLocked(now)
+		d.timerLocked()
 	}
 	if d.cfg.Low != nil && d.readyLocked() < d.cfg.LowWater {
 		d.cfg.Low()
@@ -557,12 +554,13 @@ func (d *Dispatcher) armLocked(now time.Time) {
 		heap.Push(&d.ready, e)
 	}
 	d.rateWakeLocked(now)
-	d.timerLocked(now)
+	d.timerLocked()
 }
 
 // timerLocked arms the timer for the earliest delayed item or rate key
-// wake-up.
-func (d *Dispatcher) timerLocked(now time.Time) {
+// wake-up, at its time (clock.At): a delay from a time read before would
+// fire late under a fake clock advanced meanwhile.
+func (d *Dispatcher) timerLocked() {
 	if d.paused {
 		return
 	}
@@ -583,7 +581,7 @@ func (d *Dispatcher) timerLocked(now time.Time) {
 		d.stopTmr()
 	}
 	d.tmrAt = at
-	d.stopTmr = d.cfg.Clock.AfterFunc(at.Sub(now), d.fire)
+	d.stopTmr = clock.At(d.cfg.Clock, at, d.fire)
 }
 
 func (d *Dispatcher) fire() {

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,6 +96,41 @@ func TestDelayedItemsWaitForTheirTime(t *testing.T) {
 	eq(t, "soon due", r.ids(), []string{"soon"})
 	clk.Advance(time.Second)
 	eq(t, "late due", r.ids(), []string{"soon", "late"})
+}
+
+// laggingClock reads the time 5 s behind its fake clock while lag is set,
+// as a dispatcher does that read the time just before a test (or a fake
+// clock's other user) advanced it; its timers keep the fake clock's times.
+type laggingClock struct {
+	*clock.Fake
+	lag *atomic.Bool
+}
+
+func (c laggingClock) Now() time.Time {
+	if c.lag.Load() {
+		return c.Fake.Now().Add(-5 * time.Second)
+	}
+	return c.Fake.Now()
+}
+
+// TestDelayedItemStartsAtItsTime: the timer of a delayed item is armed at
+// the item's time, not at a delay from a time read earlier: a clock
+// advanced in between (a fake clock moved by another goroutine) must not
+// make the item start late.
+func TestDelayedItemStartsAtItsTime(t *testing.T) {
+	r := &rec{}
+	clk := clock.NewFake(time.Unix(1000, 0))
+	lag := &atomic.Bool{}
+	d := New(Config{Slots: 1, Clock: laggingClock{clk, lag}, Start: r.start})
+	d.Resume()
+	due := clk.Now().Add(10 * time.Second)
+	lag.Store(true) // every time Add reads
+	d.Add(Item{ID: "a", Seq: 1, RetryAt: due})
+	lag.Store(false)
+	clk.Set(due.Add(-time.Millisecond))
+	eq(t, "before its time", r.ids(), nil)
+	clk.Set(due)
+	eq(t, "at its time", r.ids(), []string{"a"})
 }
 
 func TestRemoveAndWaiters(t *testing.T) {

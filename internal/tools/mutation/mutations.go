@@ -526,6 +526,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
 	{
+		Name:      "dispatch-timer-from-stale-time",
+		Guarantee: "a delayed run starts at its time, however far the clock moved between reading the time and arming the timer",
+		Edits: []Edit{{
+			File: "internal/dispatch/dispatch.go",
+			Old:  "d.stopTmr = clock.At(d.cfg.Clock, at, d.fire)",
+			New:  "d.stopTmr = d.cfg.Clock.AfterFunc(at.Sub(d.cfg.Clock.Now()), d.fire)",
+		}},
+		Tests: []Test{{Pkg: "./internal/dispatch", Run: "^TestDelayedItemStartsAtItsTime$"}},
+	},
+	{
 		Name:      "singleton-ignored",
 		Guarantee: "Singleton admits no run while one of its key is to run",
 		Edits: []Edit{{
