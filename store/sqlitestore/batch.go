@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"errors"
+	"math/bits"
 
 	"github.com/yella-go/yella/store"
 )
@@ -16,16 +17,29 @@ func (s *Store) AdmitBatch(ctx context.Context, as []store.Admission) ([]store.A
 	failed := -1 // the admission that failed, read once the command is done
 	err := s.do(ctx, func(w *wtx) error {
 		failed = -1
+		w.deferring = true // the runs are inserted many per statement (flushRuns)
+		defer func() { w.deferring = false }()
 		for i := range as {
+			w.admitting = i
 			res, err := w.admit(&as[i])
 			if err != nil {
 				failed = i
+				var rf runFailed
+				if errors.As(err, &rf) { // an earlier admission's run, inserted late
+					failed, err = rf.at, rf.err
+				}
 				if isSentinel(err) {
 					return batchAbort{err} // fails the transaction, not only this command
 				}
 				return err
 			}
 			out[i] = res
+		}
+		if err := w.flushRuns(); err != nil {
+			var rf runFailed
+			errors.As(err, &rf)
+			failed = rf.at
+			return rf.err
 		}
 		return nil
 	})
@@ -48,3 +62,43 @@ func (s *Store) AdmitBatch(ctx context.Context, as []store.Admission) ([]store.A
 type batchAbort struct{ err error }
 
 func (b batchAbort) Error() string { return b.err.Error() }
+
+// runFailed is the error of a run that flushRuns inserted after its
+// admission was decided: at is the index of that admission in its batch.
+type runFailed struct {
+	at  int
+	err error
+}
+
+func (r runFailed) Error() string { return r.err.Error() }
+
+// flushRuns inserts the runs that a batch's admissions deferred (wtx.runs)
+// in order, as many per statement as insertMany's sizes allow. A
+// statement that fails changes nothing (SQLite undoes a failed statement
+// and keeps its transaction), so its runs are then inserted one at a
+// time: a run that fails alone fails as it would have at its admission,
+// and names that admission (runFailed).
+func (w *wtx) flushRuns() error {
+	for len(w.runs) > 0 {
+		n := 1 << (bits.Len(uint(min(len(w.runs), manyMax))) - 1) // a power of two: no padding rows to insert
+		chunk, of := w.runs[:n], w.runsOf[:n]
+		st, err := w.manyStmt(insertMany, n)
+		if err != nil {
+			return runFailed{of[0], err}
+		}
+		args := make([]any, 0, n*manyParts[insertMany].cols)
+		for _, r := range chunk {
+			args = append(args, r...)
+		}
+		if _, err := st.ExecContext(w.ctx, args...); err != nil {
+			for i, r := range chunk {
+				if _, err := w.exec(w.s.st.insRun, r...); err != nil {
+					return runFailed{of[i], err}
+				}
+			}
+		}
+		w.runs, w.runsOf = w.runs[n:], w.runsOf[n:]
+	}
+	w.runs, w.runsOf = nil, nil
+	return nil
+}

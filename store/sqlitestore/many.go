@@ -29,16 +29,19 @@ const (
 	claimMany manyKind = iota
 	finishMany
 	finishManyRest // finishMany returning what the claim did not (Store.claimed)
+	insertMany     // runs admitted by a batch (flushRuns): never padded
 	manyKinds
 )
 
 var manyParts = [manyKinds]struct {
 	head, tail string
 	cols       int
+	row        string // one row's values; "": cols parameters
 }{
-	claimMany:      {claimManyHead, claimManyTail, 4},
-	finishMany:     {finishManyHead, finishManyTail, 15},
-	finishManyRest: {finishManyHead, finishManyRestTail, 15},
+	claimMany:      {claimManyHead, claimManyTail, 4, ""},
+	finishMany:     {finishManyHead, finishManyTail, 15, ""},
+	finishManyRest: {finishManyHead, finishManyRestTail, 15, ""},
+	insertMany:     {insertRunsHead, "", 16, insertRunsRow},
 }
 
 // manySize is the rows of the statement that takes n runs (1 ≤ n ≤
@@ -50,7 +53,10 @@ func manySize(n int) int {
 // manySQL is kind k's statement for n rows of values.
 func manySQL(k manyKind, n int) string {
 	p := manyParts[k]
-	row := "(?" + strings.Repeat(", ?", p.cols-1) + ")"
+	row := p.row
+	if row == "" {
+		row = "(?" + strings.Repeat(", ?", p.cols-1) + ")"
+	}
 	return p.head + row + strings.Repeat(", "+row, n-1) + p.tail
 }
 

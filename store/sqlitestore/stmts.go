@@ -123,6 +123,11 @@ var (
 	// writes (scanEndedRest).
 	finishManyRestTail = finishManyWhere + `
 		RETURNING id, created_at, idem_key, then_event, version, tl, priority, rate_key, conc_key, group_key`
+	// insertRunsHead and insertRunsRow insert an admitted run (insRun), or
+	// many (insertMany) with the row repeated.
+	insertRunsHead = `INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
+		priority, rate_key, conc_key, retry_at, group_key) VALUES `
+	insertRunsRow = `(?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	// pendingSQL lists idle runs and waiting runs with a deadline, each
 	// read in seq order from its own index and merged (a MERGE of the
 	// UNION ALL): no sort, and no read of the runs that wait without a
@@ -207,10 +212,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		}()
 		s.begin, s.commit, s.rollback = w("BEGIN IMMEDIATE"), w("COMMIT"), w("ROLLBACK")
 		s.st = stmts{
-			insRun: w(`INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
-				priority, rate_key, conc_key, retry_at, group_key)
-				VALUES (?, ?, ?, ?, ?, ?, ?, 'idle', ?, ?, ?, ?, ?, ?, ?, ?, ?)`),
-			insTL: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
+			insRun: w(insertRunsHead + insertRunsRow),
+			insTL:  w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
 				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?10, ?7, ?8, ?9)`),
 			selIdem:   w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),

@@ -45,6 +45,12 @@ type groupedRun struct {
 
 func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 	var p admitPlan
+	if a.ParentID != "" || a.IdempotencyKey != "" {
+		// Its reads see the runs the batch's earlier admissions admitted.
+		if err := w.flushRuns(); err != nil {
+			return p, err
+		}
+	}
 	if a.ParentID != "" {
 		var seq int64
 		if err := w.s.st.seqOf.QueryRowContext(w.ctx, a.ParentID).Scan(&seq); err != nil {
@@ -79,6 +85,9 @@ func (w *wtx) planAdmit(a *store.Admission) (admitPlan, error) {
 		}
 		// Only a grouped admission pays for the lookup.
 		if nr.GroupKey != "" && nr.Group != store.GroupNone {
+			if err := w.flushRuns(); err != nil {
+				return p, err
+			}
 			g, found, err := w.groupRun(&nr, p.admit)
 			if err != nil {
 				return p, err
@@ -162,9 +171,14 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 		}
 		w.seq++ // the writer is the only one to create runs: no RETURNING needed
 		seq := w.seq
-		if _, err := w.exec(w.s.st.insRun, seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
+		row := []any{seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
 			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(),
-			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore), nullStr(nr.GroupKey)); err != nil {
+			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore), nullStr(nr.GroupKey)}
+		if w.deferring && len(p.grouped) == 0 { // a debounce below updates a run by its seq
+			w.runs, w.runsOf = append(w.runs, row), append(w.runsOf, w.admitting)
+		} else if err := w.flushRuns(); err != nil {
+			return err
+		} else if _, err := w.exec(w.s.st.insRun, row...); err != nil {
 			return err
 		}
 		w.moved(nr.Process, "", store.StatusIdle)

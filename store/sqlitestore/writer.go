@@ -39,6 +39,15 @@ type wtx struct {
 	seq     int64 // the last run seq, including this batch's admissions
 	merged  int   // claims made together (Stats.MergedClaims)
 	ended   int   // attempt ends made together (Stats.MergedEnds)
+
+	// While a batch admission (AdmitBatch) runs, deferring is set and the
+	// runs its admissions admit wait in runs (insRun's values; runsOf
+	// holds the index of each one's admission, admitting the current one)
+	// for flushRuns, which inserts many per statement.
+	deferring bool
+	admitting int
+	runs      [][]any
+	runsOf    []int
 }
 
 func (w *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
@@ -60,6 +69,9 @@ func (w *wtx) active(process string) (int, error) {
 	if !known {
 		// The query sees this batch's uncommitted changes, which dActive
 		// holds too: subtract them to get the committed count.
+		if err := w.flushRuns(); err != nil {
+			return 0, err
+		}
 		var q int
 		err := w.s.conn.QueryRowContext(w.ctx, activeSQL, process).Scan(&q)
 		if err != nil {

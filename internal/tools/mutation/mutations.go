@@ -536,6 +536,26 @@ var coreMutations = []Mutation{
 		Tests: []Test{{Pkg: "./internal/dispatch", Run: "^TestDelayedItemStartsAtItsTime$"}},
 	},
 	{
+		Name:      "batch-reads-before-its-runs-are-written",
+		Guarantee: "an admission of a batch sees the runs the batch's earlier admissions admitted (their keys), though their inserts are deferred",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  `if a.ParentID != "" || a.IdempotencyKey != "" {`,
+			New:  `if false {`,
+		}},
+		Tests: []Test{sqlStore("Store/AdmitBatch/InOrder")},
+	},
+	{
+		Name:      "batch-run-failure-names-last-admission",
+		Guarantee: "a batch's run that fails when the batch's runs are inserted together names its own admission",
+		Edits: []Edit{{
+			File: "store/sqlitestore/batch.go",
+			Old:  "failed = rf.at\n",
+			New:  "failed = len(as) - 1\n",
+		}},
+		Tests: []Test{sqlTest("TestBatchRunsInsertedTogether")},
+	},
+	{
 		Name:      "singleton-ignored",
 		Guarantee: "Singleton admits no run while one of its key is to run",
 		Edits: []Edit{{
