@@ -57,29 +57,37 @@ func finishRow(f *finishCmd) ([]any, store.Outcome, bool) {
 const claimedMax = 1 << 16
 
 // remember keeps run r as a claim at now left its row (Store.claimed),
-// with the fields the claim returns (claimCols; Payload, Context and the
-// lease left out). While the run is running at the claim's epoch no
-// statement changes them: a context, a rate state or a lease is all that
-// changes then, and every transition out of running is an attempt's end
-// or an operator's action (Store.update), after which only a new claim,
-// which raises the epoch, makes it running again. So an attempt end that
-// finds its run running at that epoch need not read them back (endedRun).
+// with the fields the claim returns (claimCols) that an attempt's end
+// returns too. While the run is running at the claim's epoch no statement
+// changes them: a context, a rate state or a lease is all that changes
+// then, and every transition out of running is an attempt's end or an
+// operator's action (Store.update), after which only a new claim, which
+// raises the epoch, makes it running again. So an attempt end that finds
+// its run running at that epoch need not read them back (endedRun).
 func (s *Store) remember(r *store.Run, now time.Time) {
 	if s.claimed == nil || len(s.claimed) >= claimedMax {
-		s.claimed = make(map[string]store.Run)
+		s.claimed = make(map[string]claimedRun)
 	}
-	c := *r
-	c.Payload, c.Context, c.LeaseOwner, c.LeaseExpires = nil, nil, "", time.Time{}
-	c.StartedAt = time.Unix(0, now.UnixNano()) // as stored, and as a read returns it
-	s.claimed[r.ID] = c
+	s.claimed[r.ID] = claimedRun{seq: r.Seq, process: r.Process, event: r.Event, correlation: r.CorrelationID, parent: r.ParentID,
+		depth: r.Depth, attempts: r.Attempts, epoch: r.Epoch, started: now.UnixNano()}
+}
+
+// claimedRun is a run as remember keeps it: a tenth of a store.Run's
+// size, since a busy engine has one for each run in flight.
+type claimedRun struct {
+	seq                                 int64
+	process, event, correlation, parent string
+	depth, attempts                     int
+	epoch, started                      int64
 }
 
 // endedRun is the run an end (its merged row, row) left, as
 // finishManyTail's updCols would return it: what its claim left (c), the
 // rest as finishManyRestTail returned it (rest, scanEndedRest), and
 // finishManyHead's writes, applied as SQLite applies them.
-func endedRun(c store.Run, rest *store.Run, row []any) store.Run {
-	r := c
+func endedRun(c claimedRun, id string, rest *store.Run, row []any) store.Run {
+	r := store.Run{ID: id, Seq: c.seq, Process: c.process, Event: c.event, CorrelationID: c.correlation, ParentID: c.parent,
+		Depth: c.depth, Attempts: c.attempts, Epoch: c.epoch, StartedAt: time.Unix(0, c.started)}
 	r.CreatedAt, r.IdempotencyKey, r.Then, r.Version = rest.CreatedAt, rest.IdempotencyKey, rest.Then, rest.Version
 	r.Priority, r.RateKey, r.ConcurrencyKey, r.GroupKey = rest.Priority, rest.RateKey, rest.ConcurrencyKey, rest.GroupKey
 	r.Status = store.Status(row[2].(string))
@@ -148,10 +156,10 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	}
 	ended := make(map[string]got, len(cs))
 	var known, unknown [][]any
-	held := make(map[string]store.Run, len(cs))
+	held := make(map[string]claimedRun, len(cs))
 	for i, c := range cs {
 		u := c.fin.u
-		if k, ok := w.s.claimed[u.RunID]; ok && k.Epoch == u.Epoch {
+		if k, ok := w.s.claimed[u.RunID]; ok && k.epoch == u.Epoch {
 			held[u.RunID] = k
 			known = append(known, rows[i])
 		} else {
@@ -190,7 +198,7 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		answered[c], f.merged = true, true
 		g, ok := ended[f.u.RunID]
 		if k, held := held[f.u.RunID]; ok && held {
-			g.r = endedRun(k, &g.r, rows[i])
+			g.r = endedRun(k, f.u.RunID, &g.r, rows[i])
 		}
 		if !ok { // the epoch no longer owns the run
 			c.err = w.notFoundOr(f.u.RunID, store.ErrFenced)

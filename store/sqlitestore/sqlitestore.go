@@ -165,7 +165,7 @@ type Store struct {
 	many [manyKinds][8]*sql.Stmt
 	// claimed holds the runs this writer claimed, by id, as each claim
 	// left its row (see remember); only the writer uses it.
-	claimed map[string]store.Run
+	claimed map[string]claimedRun
 }
 
 var (
