@@ -81,10 +81,11 @@ type claimedRun struct {
 	epoch, started                      int64
 }
 
-// endedRun is the run an end (its merged row, row) left, as
-// finishManyTail's updCols would return it: what its claim left (c), the
-// rest as finishManyRestTail returned it (rest, scanEndedRest), and
-// finishManyHead's writes, applied as SQLite applies them.
+// endedRun is the run an end left, as updCols would return it: what its
+// claim left (c), the rest as the end returned it (rest, restCols) and the
+// end's writes (row: its values as finishManyHead's row takes them, the
+// id, the epoch, setArgs and the wait key), applied as SQLite applies
+// them.
 func endedRun(c claimedRun, id string, rest *store.Run, row []any) store.Run {
 	r := store.Run{ID: id, Seq: c.seq, Process: c.process, Event: c.event, CorrelationID: c.correlation, ParentID: c.parent,
 		Depth: c.depth, Attempts: c.attempts, Epoch: c.epoch, StartedAt: time.Unix(0, c.started)}

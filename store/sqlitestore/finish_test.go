@@ -27,7 +27,7 @@ import (
 func TestAttemptEndsMerged(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 123456789)
-	const runs = 17
+	const runs = 18
 	open := func(name string) (*Store, string) {
 		t.Helper()
 		path, err := filepath.Abs(filepath.Join(t.TempDir(), name))
@@ -95,10 +95,15 @@ func TestAttemptEndsMerged(t *testing.T) {
 		end("r14", store.ActionComplete, func(u *store.Update) { u.Now = at.Add(time.Millisecond) }),
 		end("r15", store.ActionRetryLater, func(u *store.Update) { u.Error, u.RetryAt, u.Version = "again", at.Add(time.Hour), "v3" }),
 		end("r16", store.ActionComplete, func(u *store.Update) { u.Epoch, u.Output = 2, json.RawMessage(`"second"`) }),
+		end("r17", store.ActionWait, func(u *store.Update) { // never merged: it writes a wait record
+			u.Wait, u.RetryAt = &store.Wait{Key: "w", Signal: "sig"}, at.Add(time.Hour)
+		}),
 	}
 
-	// One at a time: each end is its batch's only command.
+	// One at a time: each end is its batch's only command, reading its run
+	// back (the writer forgot the claims).
 	alone, _ := open("alone.db")
+	alone.claimed = nil
 	type answer struct {
 		res store.UpdateResult
 		err string
@@ -107,6 +112,14 @@ func TestAttemptEndsMerged(t *testing.T) {
 	for i, u := range ends {
 		res, err := alone.Update(ctx, u)
 		want[i] = answer{res, fmt.Sprint(err)}
+	}
+	// One at a time, each with its claim held: the same answers.
+	fromClaims, _ := open("held.db")
+	for i, u := range ends {
+		res, err := fromClaims.Update(ctx, u)
+		if got := (answer{res, fmt.Sprint(err)}); !reflect.DeepEqual(got, want[i]) {
+			t.Errorf("end %d (%s of %s) alone, its claim held:\ngot  %+v\nwant %+v", i, u.Action, u.RunID, got, want[i])
+		}
 	}
 
 	// Together: queued while the writer holds another batch open. The
@@ -146,8 +159,9 @@ func TestAttemptEndsMerged(t *testing.T) {
 	before := merged.Stats()
 	release()
 	wg.Wait()
-	// All but r9's second (a run appears once in the statement).
-	if d, w := merged.Stats().MergedEnds-before.MergedEnds, int64(len(ends)-1); d != w {
+	// All but r9's second (a run appears once in the statement) and r17's
+	// wait.
+	if d, w := merged.Stats().MergedEnds-before.MergedEnds, int64(len(ends)-2); d != w {
 		t.Errorf("%d attempt ends merged, want %d", d, w)
 	}
 	if n := len(merged.claimed); n != 0 {

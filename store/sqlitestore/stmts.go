@@ -37,6 +37,12 @@ var claimCols = fmt.Sprintf(`seq, id, process, event, coalesce(correlation_id, i
 	CASE WHEN length(payload) > %[1]d THEN NULL ELSE payload END, CASE WHEN length(context) > %[1]d THEN NULL ELSE context END,
 	coalesce(length(payload) > %[1]d OR length(context) > %[1]d, 0), attempts, epoch, wait_key IS NOT NULL`, inlineLimit)
 
+// restCols are the columns of updCols that neither a claim returns
+// (claimCols) nor an attempt's end writes (setCols), and the run's id: what
+// an attempt end returns when the writer holds its run from the claim
+// (Store.claimed, scanEndedRest).
+const restCols = `id, created_at, idem_key, then_event, version, tl, priority, rate_key, conc_key, group_key`
+
 // updCols are the columns an update returns: all but the payload and
 // context, which an update never changes (store.UpdateResult).
 const updCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, output,
@@ -95,7 +101,11 @@ var (
 		WHERE runs.id = c.column1 AND (+status = 'idle' OR +status = 'waiting' AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= c.column3)
 		RETURNING ` + claimCols
 	// finishSQL ends an attempt: guarded by the epoch, with no read first.
-	finishSQL = `UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols
+	finishSQL = finishHead + updCols
+	// finishRestSQL is finishSQL for an end whose run the writer holds from
+	// its claim (Store.claimed): it returns what finishManyRestTail does.
+	finishRestSQL = finishHead + restCols
+	finishHead    = `UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING `
 	// finishManyHead and finishManyTail make finishSQL for many attempt
 	// ends at once (manySQL), around rows of values, one per end
 	// (finishRow): the run's id and epoch, then setCols's ?1 to ?12 and
@@ -122,7 +132,7 @@ var (
 	// fields of updCols that neither the claim returned nor the end
 	// writes (scanEndedRest).
 	finishManyRestTail = finishManyWhere + `
-		RETURNING id, created_at, idem_key, then_event, version, tl, priority, rate_key, conc_key, group_key`
+		RETURNING ` + restCols
 	// insertRunsHead and insertRunsRow insert an admitted run (insRun), or
 	// many (insertMany) with the row repeated.
 	insertRunsHead = `INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
@@ -166,17 +176,17 @@ var (
 
 type stmts struct {
 	// writer
-	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, update *sql.Stmt
-	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait   *sql.Stmt
-	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                   *sql.Stmt
-	insRollup, insError, selSingleton, selDebounce, debounce                       *sql.Stmt
+	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, finishRest, update *sql.Stmt
+	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait               *sql.Stmt
+	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                               *sql.Stmt
+	insRollup, insError, selSingleton, selDebounce, debounce                                   *sql.Stmt
 	// readers
 	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning, selRates *sql.Stmt
 	rselIdem, rselKept                                                                             *sql.Stmt
 }
 
 func (s *stmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.update,
+	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.finishRest, s.update,
 		s.setCtx, s.holdRate, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.effWait,
 		s.selWaiter, s.wake, s.effSignal, s.keepSignal, s.selSignal, s.delSignal, s.insRollup, s.insError,
 		s.selSingleton, s.selDebounce, s.debounce,
@@ -216,16 +226,17 @@ func (s *Store) prepare(ctx context.Context) error {
 			insTL:  w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`),
 			insTL2: w(`INSERT INTO timeline (run_seq, n, at, status, attempt, error, code, note)
 				VALUES (?1, ?2 - 1, ?3, 'running', ?4, '', '', 'claimed'), (?1, ?2, ?5, ?6, ?10, ?7, ?8, ?9)`),
-			selIdem:   w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
-			selKept:   w(`SELECT run_id, created_at FROM pruned_keys WHERE event = ? AND key = ? AND process = ?`),
-			seqOf:     w(`SELECT seq FROM runs WHERE id = ?`),
-			selRunW:   w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
-			claim:     w(claimSQL),
-			finish:    w(finishSQL),
-			update:    w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
-			setCtx:    w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
-			holdRate:  w(`UPDATE runs SET rate_tat = max(coalesce(rate_tat, 0), ?1) WHERE id = ?2 AND status = 'running' AND epoch = ?3`),
-			heartbeat: w(heartbeatSQL),
+			selIdem:    w(`SELECT ` + runCols + ` FROM runs WHERE event = ? AND idem_key = ? AND process = ?`),
+			selKept:    w(`SELECT run_id, created_at FROM pruned_keys WHERE event = ? AND key = ? AND process = ?`),
+			seqOf:      w(`SELECT seq FROM runs WHERE id = ?`),
+			selRunW:    w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
+			claim:      w(claimSQL),
+			finish:     w(finishSQL),
+			finishRest: w(finishRestSQL),
+			update:     w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
+			setCtx:     w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
+			holdRate:   w(`UPDATE runs SET rate_tat = max(coalesce(rate_tat, 0), ?1) WHERE id = ?2 AND status = 'running' AND epoch = ?3`),
+			heartbeat:  w(heartbeatSQL),
 			effStart: w(`INSERT INTO effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 				SELECT seq, ?, 'started', epoch, NULL, '', ?, NULL FROM runs WHERE id = ? AND status = 'running' AND epoch = ?
 				ON CONFLICT (run_seq, key) DO UPDATE SET status = 'started', epoch = excluded.epoch, output = NULL, error = '',
@@ -328,9 +339,7 @@ func scanClaimed(sc scanner, owner string, now, until time.Time) (r store.Run, l
 	return r, large, from, err
 }
 
-// scanEndedRest reads one row of finishManyRestTail's columns into r, the
-// run the end left: its id and the fields that a claim does not return
-// (claimCols) and the end does not write.
+// scanEndedRest reads one row of restCols into r, the run the end left.
 func scanEndedRest(sc scanner, r *store.Run) (tl int, err error) {
 	var idem, rateKey, concKey, groupKey sql.NullString
 	var created int64

@@ -374,6 +374,7 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 // nothing.
 func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 	var res store.UpdateResult
+	held, isHeld := w.s.claimed[u.RunID]
 	delete(w.s.claimed, u.RunID) // whatever it does, the run's claim is over or not this one
 	rule, err := u.Rule()
 	if err != nil {
@@ -421,13 +422,19 @@ func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 	signalled := sig.seq != 0 && rule.Signalled != ""
 	o = rule.Signal(o, signalled)
 	args := setArgs(rule, u, &o, fallback, signalled)
-	var row *sql.Row
-	if fast {
-		row = w.s.st.finish.QueryRowContext(w.ctx, append(args, u.RunID, u.Epoch, waitKey(u, &o))...)
-	} else {
-		row = w.s.st.update.QueryRowContext(w.ctx, append(args, seq, nil, waitKey(u, &o))...)
+	var r store.Run
+	var tl int
+	switch {
+	case fast && isHeld && held.epoch == u.Epoch: // the rest of the run is held from its claim
+		tl, err = scanEndedRest(w.s.st.finishRest.QueryRowContext(w.ctx, append(args, u.RunID, u.Epoch, waitKey(u, &o))...), &r)
+		if err == nil {
+			r = endedRun(held, u.RunID, &r, append(append([]any{u.RunID, u.Epoch}, args...), waitKey(u, &o)))
+		}
+	case fast:
+		r, tl, err = scanUpdated(w.s.st.finish.QueryRowContext(w.ctx, append(args, u.RunID, u.Epoch, waitKey(u, &o))...))
+	default:
+		r, tl, err = scanUpdated(w.s.st.update.QueryRowContext(w.ctx, append(args, seq, nil, waitKey(u, &o))...))
 	}
-	r, tl, err := scanUpdated(row)
 	if errors.Is(err, sql.ErrNoRows) { // the epoch no longer owns the run
 		return res, w.notFoundOr(u.RunID, store.ErrFenced)
 	}

@@ -536,6 +536,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{{Pkg: "./internal/dispatch", Run: "^TestDelayedItemStartsAtItsTime$"}},
 	},
 	{
+		Name:      "end-alone-from-claim-loses-wait-key",
+		Guarantee: "an attempt end made alone and answered from its run's claim returns the run exactly as stored",
+		Edits: []Edit{{
+			File: "store/sqlitestore/write.go",
+			Old:  "r = endedRun(held, u.RunID, &r, append(append([]any{u.RunID, u.Epoch}, args...), waitKey(u, &o)))",
+			New:  "r = endedRun(held, u.RunID, &r, append(append([]any{u.RunID, u.Epoch}, args...), nil))",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
 		Name:      "batch-reads-before-its-runs-are-written",
 		Guarantee: "an admission of a batch sees the runs the batch's earlier admissions admitted (their keys), though their inserts are deferred",
 		Edits: []Edit{{
