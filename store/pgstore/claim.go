@@ -31,7 +31,17 @@ import (
 // claiming it, or ending its wait) is left to that transaction; the
 // engine's poll bounds the cost of the rare one left behind by a
 // rollback.
+//
+// The store remembers the runs it claimed (heldRuns) for their ends.
 func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (store.ClaimNextResult, error) {
+	res, err := s.claimNext(ctx, req)
+	if err == nil {
+		s.held.remember(res.Runs)
+	}
+	return res, err
+}
+
+func (s *Store) claimNext(ctx context.Context, req store.ClaimNextRequest) (store.ClaimNextResult, error) {
 	var all, free, capped, flowed []string
 	for p, c := range req.Processes {
 		all = append(all, p)

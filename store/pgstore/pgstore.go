@@ -172,6 +172,7 @@ type Store struct {
 	bg     sync.WaitGroup
 
 	nodes   nodeSet
+	held    heldRuns
 	watch   watchers
 	notify  notifier
 	statsMu sync.Mutex
@@ -192,6 +193,10 @@ type Stats struct {
 	Batches  int64 // transactions committed
 	Commands int64 // writes committed in them
 	Notifies int64 // wake-up notifications sent
+	// HeldEnds are the attempt ends committed that named their runs by
+	// the seqs their claims returned (heldRuns) and read back only what
+	// the claims did not.
+	HeldEnds int64
 }
 
 // Open connects to the database at url (a PostgreSQL connection string:

@@ -31,6 +31,7 @@ type finish struct {
 // checks the rule's precondition, admits its follow-up runs and writes
 // the run, its effects and its timeline in the same transaction.
 func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
+	defer s.held.forget(u.RunID) // whatever the update did, the claim's record is spent
 	rule, err := u.Rule()
 	if err != nil {
 		return store.UpdateResult{}, s.notFoundOr(ctx, u.RunID, err)
@@ -212,53 +213,98 @@ func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update, 
 	return err
 }
 
-// queueFinishMany queues the end of the attempts of cs, one statement,
-// in b; the function returned reads its results once b is sent, and
-// admits the follow-up runs of the ends that applied. An attempt whose
-// run is no longer running at its epoch is refused: ErrFenced, or
-// ErrNotFound for an unknown run.
+// queueFinishMany queues the end of the attempts of cs in b: one
+// statement for those whose runs this store holds from their claims
+// (finishHeld: found by seq, returning only what the claims did not) and
+// one for the others (finishMany); the function returned reads their
+// results once b is sent, and admits the follow-up runs of the ends that
+// applied. An attempt whose run is no longer running at its epoch is
+// refused: ErrFenced, or ErrNotFound for an unknown run.
 func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 	if len(cs) == 0 {
 		return func() error { return nil }
 	}
 	n := len(cs)
-	ord := make([]int32, n)
-	ids, sts, errs, codes, thens, vers, notes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	epochs, ats := make([]int64, n), make([]int64, n)
-	outSet, thenSet, retrySet := make([]bool, n), make([]bool, n), make([]bool, n)
-	outs := make([][]byte, n)
-	retries, completed := make([]*int64, n), make([]*int64, n)
+	ids, epochs := make([]string, n), make([]int64, n)
+	for i, c := range cs {
+		ids[i], epochs[i] = c.fin.u.RunID, c.fin.u.Epoch
+	}
+	held, isHeld := w.s.held.at(ids, epochs)
+	args := make([][]any, n)
+	var wide, fromClaim []int
 	for i, c := range cs {
 		f := c.fin
-		a := setArgs(f.rule, f.u, &f.o, false, false)
-		ord[i], ids[i], epochs[i] = int32(i), f.u.RunID, f.u.Epoch
-		sts[i], errs[i], codes[i] = a[0].(string), a[1].(string), a[2].(string)
-		outSet[i], outs[i], thenSet[i], thens[i] = a[3].(bool), a[4].([]byte), a[5].(bool), a[6].(string)
-		retrySet[i], retries[i], completed[i], vers[i] = a[7].(bool), a[8].(*int64), a[9].(*int64), a[11].(string)
-		ats[i], notes[i] = f.u.Now.UnixNano(), f.o.Note
+		args[i] = setArgs(f.rule, f.u, &f.o, false, false)
+		if isHeld[i] {
+			fromClaim = append(fromClaim, i)
+		} else {
+			wide = append(wide, i)
+		}
 	}
 	done := make([]bool, n)
-	b.Queue(w.s.q.finishMany, ord, ids, epochs, sts, errs, codes, outSet, outs, thenSet, thens,
-		retrySet, retries, completed, vers, ats, notes).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var i int32
-			r, _, err := scanUpdated(rows, &i)
-			if err != nil {
-				return err
+	applied := func(i int, r store.Run) {
+		cs[i].fin.res.Run = r
+		done[i] = true
+		w.moved(store.StatusRunning, r.Status)
+		w.freedKey(&r)
+	}
+	if len(wide) > 0 {
+		b.Queue(w.s.q.finishMany, finishArgs(cs, wide, args, func(i int) string { return ids[i] })...).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k int32
+				r, _, err := scanUpdated(rows, &k)
+				if err != nil {
+					return err
+				}
+				applied(wide[k], r)
 			}
-			cs[i].fin.res.Run = r
-			done[i] = true
-			w.moved(store.StatusRunning, r.Status)
-			w.freedKey(&r)
-		}
-		return rows.Err()
-	})
+			return rows.Err()
+		})
+	}
+	if len(fromClaim) > 0 {
+		b.Queue(w.s.q.finishHeld, finishArgs(cs, fromClaim, args, func(i int) int64 { return held[i].seq })...).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k int32
+				var e heldEnd
+				if err := rows.Scan(&k, &e.then, &e.idem, &e.version, &e.groupKey, &e.waitKey); err != nil {
+					return err
+				}
+				i := fromClaim[k]
+				applied(i, endedRun(&held[i], ids[i], &e, args[i]))
+				w.held++
+			}
+			return rows.Err()
+		})
+	}
 	return func() error {
 		if err := w.insertChildren(cs, done); err != nil {
 			return err
 		}
 		return w.refuse(cs, done, func(c *cmd) string { return c.fin.u.RunID }, store.ErrFenced)
 	}
+}
+
+// finishArgs are the arguments of an attempt-end statement for the ends
+// of cs at idx (args: their setArgs), each row's ord its place in idx and
+// its run as run gives it (an id or a seq).
+func finishArgs[T int64 | string](cs []*cmd, idx []int, args [][]any, run func(int) T) []any {
+	n := len(idx)
+	ord := make([]int32, n)
+	runs := make([]T, n)
+	sts, errs, codes, thens, vers, notes := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	epochs, ats := make([]int64, n), make([]int64, n)
+	outSet, thenSet, retrySet := make([]bool, n), make([]bool, n), make([]bool, n)
+	outs := make([][]byte, n)
+	retries, completed := make([]*int64, n), make([]*int64, n)
+	for k, i := range idx {
+		f, a := cs[i].fin, args[i]
+		ord[k], runs[k], epochs[k] = int32(k), run(i), f.u.Epoch
+		sts[k], errs[k], codes[k] = a[0].(string), a[1].(string), a[2].(string)
+		outSet[k], outs[k], thenSet[k], thens[k] = a[3].(bool), a[4].([]byte), a[5].(bool), a[6].(string)
+		retrySet[k], retries[k], completed[k], vers[k] = a[7].(bool), a[8].(*int64), a[9].(*int64), a[11].(string)
+		ats[k], notes[k] = f.u.Now.UnixNano(), f.o.Note
+	}
+	return []any{ord, runs, epochs, sts, errs, codes, outSet, outs, thenSet, thens, retrySet, retries, completed, vers, ats, notes}
 }
 
 // insertChildren admits, in one statement, the follow-up runs of the
@@ -381,8 +427,17 @@ func (w *wtx) refuse(cs []*cmd, done []bool, runOf func(*cmd) string, fenced err
 
 // Claim implements store.Store. The named runs that wait past their
 // deadline are made idle first (promoteIDs), in the same round trip, and
-// claimed with the idle ones.
+// claimed with the idle ones. The store remembers the runs it claimed
+// (heldRuns) for their ends.
 func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run, error) {
+	runs, err := s.claim(ctx, req)
+	if err == nil {
+		s.held.remember(runs)
+	}
+	return runs, err
+}
+
+func (s *Store) claim(ctx context.Context, req store.ClaimRequest) ([]store.Run, error) {
 	var out []store.Run
 	err := s.run(ctx, func(w *wtx) error {
 		out = out[:0]

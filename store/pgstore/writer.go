@@ -38,6 +38,7 @@ type wtx struct {
 	tx     *lazyTx
 	counts map[store.Status]int64
 	ready  bool // runs became claimable: wake the nodes
+	held   int  // attempt ends answered from their claims (Stats.HeldEnds)
 }
 
 // moved records that a run went from one status to another ("" for a new
@@ -251,6 +252,7 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	s.statsMu.Lock()
 	s.stats.Batches++
 	s.stats.Commands += int64(len(cmds))
+	s.stats.HeldEnds += int64(w.held)
 	s.statsMu.Unlock()
 	return nil
 }

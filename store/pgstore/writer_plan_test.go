@@ -38,8 +38,9 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 	}
 	n := 20
 	ids, keys, strs, eps, ords, bools, blobs := make([]string, n), make([]string, n), make([]string, n), make([]int64, n), make([]int32, n), make([]bool, n), make([][]byte, n)
+	seqs := make([]int64, n)
 	for i := range n {
-		ids[i], keys[i], eps[i], ords[i] = fmt.Sprintf("r%d", 100+i), "k", 1, int32(i)
+		ids[i], keys[i], eps[i], ords[i], seqs[i] = fmt.Sprintf("r%d", 100+i), "k", 1, int32(i), int64(100+i)
 	}
 	for _, c := range []struct {
 		name, sql string
@@ -50,6 +51,8 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 			[]string{"Index Cond: ((run_seq = i.seq) AND (key = i.key))"}},
 		{"attempt ends", s.q.finishMany, []any{ords, ids, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs},
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
+		{"attempt ends of held runs", s.q.finishHeld, []any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs},
+			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = ANY ("}},
 		{"effect starts", s.q.effStartMany, []any{ords, ids, eps, keys, eps},
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
 		{"retention's window", s.q.pruneScan, []any{int64(5), int64(100), 40},

@@ -526,6 +526,17 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
 	{
+		Name:      "pg-end-from-claim-drops-stored-fields",
+		Guarantee: "PostgreSQL: an attempt end answered from its run's claim returns the run exactly as stored",
+		Edits: []Edit{{
+			File: "store/pgstore/held.go",
+			Old:  "Then: e.then, IdempotencyKey: e.idem, Version: e.version, GroupKey: e.groupKey",
+			New:  "Then: e.then, IdempotencyKey: e.idem, GroupKey: e.groupKey",
+		}},
+		Tests: []Test{pgTest("TestAttemptEndsFromClaims")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "dispatch-timer-from-stale-time",
 		Guarantee: "a delayed run starts at its time, however far the clock moved between reading the time and arming the timer",
 		Edits: []Edit{{
