@@ -52,7 +52,7 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 		{"attempt ends", s.q.finishMany, []any{ords, ids, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs},
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
 		{"attempt ends of held runs", s.q.finishHeld, []any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs},
-			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = ANY ("}},
+			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i"}},
 		{"effect starts", s.q.effStartMany, []any{ords, ids, eps, keys, eps},
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
 		{"retention's window", s.q.pruneScan, []any{int64(5), int64(100), 40},

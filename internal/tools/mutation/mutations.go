@@ -845,8 +845,8 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: an attempt's end carries its lease epoch: a stale or taken-over attempt's completion changes nothing",
 		Edits: []Edit{{
 			File: "store/pgstore/sql.go",
-			Old:  "AND r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch",
-			New:  "AND r.seq = i.seq AND ` + stillRunning + ` AND i.epoch > 0",
+			Old:  " r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch",
+			New:  " r.seq = i.seq AND ` + stillRunning + ` AND i.epoch > 0",
 		}},
 		Tests: []Test{pgConf("Lease/StaleCompletionWhileRunning"), pgTest("TestGoneNodeRunsTakenOver")},
 		Needs: pgURL,
