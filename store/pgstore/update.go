@@ -217,8 +217,8 @@ func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update, 
 // statement for those whose runs this store holds from their claims
 // (finishHeld: found by seq, returning only what the claims did not) and
 // one for the others (finishMany); the function returned reads their
-// results once b is sent, and admits the follow-up runs of the ends that
-// applied. An attempt whose run is no longer running at its epoch is
+// results once b is sent, and gathers the follow-up runs of the ends
+// that applied for the transaction to insert (followUps). An attempt whose run is no longer running at its epoch is
 // refused: ErrFenced, or ErrNotFound for an unknown run.
 func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 	if len(cs) == 0 {
@@ -277,8 +277,8 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 		})
 	}
 	return func() error {
-		if err := w.insertChildren(cs, done); err != nil {
-			return err
+		if f := w.followUps(cs, done); f != nil {
+			w.follow = append(w.follow, f)
 		}
 		return w.refuse(cs, done, func(c *cmd) string { return c.fin.u.RunID }, store.ErrFenced)
 	}
@@ -307,10 +307,20 @@ func finishArgs[T int64 | string](cs []*cmd, idx []int, args [][]any, run func(i
 	return []any{ord, runs, epochs, sts, errs, codes, outSet, outs, thenSet, thens, retrySet, retries, completed, vers, ats, notes}
 }
 
-// insertChildren admits, in one statement, the follow-up runs of the
-// attempt ends of a batch that applied (done), in the batch's
-// transaction: they exist if and only if their parent's end commits.
-func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
+// followUps are the follow-up runs of a batch's attempt ends that
+// applied, admitted by one statement (insChildren) in the batch's
+// transaction: they exist if and only if their parents' ends commit.
+type followUps struct {
+	cs   []*cmd
+	done []bool
+	args []any
+	n    int
+	seqs map[string]int64
+}
+
+// followUps returns the follow-up runs of the attempt ends of cs that
+// applied (done), counted as new idle runs; nil when there are none.
+func (w *wtx) followUps(cs []*cmd, done []bool) *followUps {
 	var ids, procs, events []string
 	var corrs, parents []*string
 	var depths []int32
@@ -334,54 +344,55 @@ func (w *wtx) insertChildren(cs []*cmd, done []bool) error {
 			payloads, contexts, created = append(payloads, blob(a.Payload)), append(contexts, blob(a.Context)), append(created, a.Now.UnixNano())
 			prios, rateKeys, concKeys = append(prios, nullInt(nr.Priority)), append(rateKeys, nullStr(nr.RateKey)), append(concKeys, nullStr(nr.ConcurrencyKey))
 			retryAts, groupKeys = append(retryAts, notBefore(a)), append(groupKeys, nullStr(nr.GroupKey))
+			w.moved("", store.StatusIdle)
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	rows, err := w.tx.Query(w.ctx, w.s.q.insChildren, ids, procs, events, corrs, parents, depths, payloads, contexts, created,
-		prios, rateKeys, concKeys, retryAts, groupKeys)
-	if err != nil {
-		return err
-	}
-	seqs := make(map[string]int64, len(ids))
-	for rows.Next() {
-		var seq int64
-		var id string
-		if err := rows.Scan(&seq, &id); err != nil {
-			rows.Close()
-			return err
+	return &followUps{cs: cs, done: done, n: len(ids), args: []any{ids, procs, events, corrs, parents, depths, payloads, contexts, created,
+		prios, rateKeys, concKeys, retryAts, groupKeys}}
+}
+
+// queue queues their insertion in b, which reads back their seqs.
+func (f *followUps) queue(b *pgx.Batch, sql string) {
+	f.seqs = make(map[string]int64, f.n)
+	b.Queue(sql, f.args...).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var seq int64
+			var id string
+			if err := rows.Scan(&seq, &id); err != nil {
+				return err
+			}
+			f.seqs[id] = seq
 		}
-		seqs[id] = seq
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for i, c := range cs {
+		return rows.Err()
+	})
+}
+
+// admitted answers each parent's end with its follow-up runs, once the
+// transaction committed. Each has its seq: the statement inserts every
+// row or fails, and the transaction with it.
+func (f *followUps) admitted() {
+	for i, c := range f.cs {
 		a := c.fin.u.Children
-		if !done[i] || a == nil {
+		if !f.done[i] || a == nil {
 			continue
 		}
+		c.fin.res.Children.Admitted = c.fin.res.Children.Admitted[:0]
 		for _, nr := range a.Runs {
-			seq, ok := seqs[nr.ID]
-			if !ok {
-				return errors.New("pgstore: a follow-up run was not inserted")
-			}
 			corr := a.CorrelationID
 			if corr == "" {
 				corr = nr.ID
 			}
-			w.moved("", store.StatusIdle)
 			c.fin.res.Children.Admitted = append(c.fin.res.Children.Admitted, store.Run{
-				ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
+				ID: nr.ID, Seq: f.seqs[nr.ID], Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
 				Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context, CreatedAt: time.Unix(0, a.Now.UnixNano()),
 				Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
 				GroupKey: nr.GroupKey,
 			})
 		}
 	}
-	return nil
 }
 
 // refuse sets the error of every command not done: ErrNotFound when its

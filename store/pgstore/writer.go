@@ -39,6 +39,7 @@ type wtx struct {
 	counts map[store.Status]int64
 	ready  bool // runs became claimable: wake the nodes
 	held   int  // attempt ends answered from their claims (Stats.HeldEnds)
+	follow []*followUps
 }
 
 // moved records that a run went from one status to another ("" for a new
@@ -222,6 +223,23 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 			return err
 		}
 	}
+	// The follow-up runs of the attempt ends are inserted with COMMIT
+	// (one round trip fewer), unless another command of the batch comes
+	// after them: it may read the runs (an admission counts its
+	// processes' runs) and must find them.
+	end := &pgx.Batch{}
+	fb := end
+	if len(plain) > 0 {
+		fb = &pgx.Batch{}
+	}
+	for _, f := range w.follow {
+		f.queue(fb, s.q.insChildren)
+	}
+	if fb != end && fb.Len() > 0 {
+		if err := w.tx.SendBatch(ctx, fb).Close(); err != nil {
+			return err
+		}
+	}
 	for _, c := range plain {
 		if err := c.fn(w); err != nil {
 			if isSentinel(err) {
@@ -233,7 +251,6 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	}
 	// The status counts, the wake-up notification and COMMIT are sent
 	// together: one round trip.
-	end := &pgx.Batch{}
 	w.queueCounts(end, shard)
 	notified := w.ready && s.notify.queue(end)
 	// Tests may hold or fail the commit here (internal/commithook).
@@ -246,6 +263,9 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 		return err
 	}
 	committed = true
+	for _, f := range w.follow {
+		f.admitted()
+	}
 	if w.ready {
 		s.notify.committed(notified)
 	}
@@ -265,11 +285,19 @@ func (s *Store) hookName() string { return "pgstore:" + s.opts.Schema }
 func (s *Store) bgCtxOrBackground() context.Context { return context.Background() }
 
 // sendEnd sends the end of a batch transaction, its last statement
-// COMMIT, and reads every result: an error, or a COMMIT that the server
-// turned into a rollback, fails the batch.
+// COMMIT, and reads every result (through its queued function, if any):
+// an error, or a COMMIT that the server turned into a rollback, fails
+// the batch.
 func sendEnd(ctx context.Context, conn *pgx.Conn, b *pgx.Batch) error {
 	br := conn.SendBatch(ctx, b)
-	for i := 0; i < b.Len(); i++ {
+	for i, q := range b.QueuedQueries {
+		if q.Fn != nil {
+			if err := q.Fn(br); err != nil {
+				br.Close()
+				return err
+			}
+			continue
+		}
 		tag, err := br.Exec()
 		if err != nil {
 			br.Close()

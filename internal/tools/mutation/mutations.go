@@ -891,12 +891,12 @@ var pgMutations = []Mutation{
 	{
 		Name:      "pg-follow-ups-second-transaction",
 		Guarantee: "PostgreSQL: a completion and its follow-up runs commit together",
-		// Follow-ups without a key or a bound are inserted with their
-		// batch's attempt ends (insertChildren): the test's are.
+		// Follow-ups without a key or a bound are inserted by their
+		// batch's transaction (followUps): the test's are.
 		Edits: []Edit{{
-			File: "store/pgstore/update.go",
-			Old:  "rows, err := w.tx.Query(w.ctx, w.s.q.insChildren,",
-			New:  "rows, err := w.s.pool.Query(w.ctx, w.s.q.insChildren,",
+			File: "store/pgstore/writer.go",
+			Old:  "\t\tf.queue(fb, s.q.insChildren)\n",
+			New:  "\t\tpb := &pgx.Batch{}\n\t\tf.queue(pb, s.q.insChildren)\n\t\t_ = s.pool.SendBatch(ctx, pb).Close()\n",
 		}},
 		Tests: []Test{pgTest("TestFollowUpsCommitWithCompletion")},
 		Needs: pgURL,
