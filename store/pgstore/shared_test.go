@@ -402,3 +402,41 @@ func TestFollowUpsCommitWithCompletion(t *testing.T) {
 		t.Errorf("the follow-up after the commit: %v %+v", err, r)
 	}
 }
+
+// TestQueuedEffectEndWithWriters: with several writers a node's writes
+// may commit out of order, so a queued effect end is written before
+// QueueFinishEffect returns, not after: while its commit is held the call
+// has not returned, and once it returns the effect is completed for
+// every reader.
+func TestQueuedEffectEndWithWriters(t *testing.T) {
+	ctx := context.Background()
+	s := openIn(t, t.TempDir(), pgstore.Options{Writers: 2})
+	r := admit(t, s, "p", 1, 0).Admitted[0]
+	now := time.Now()
+	rs, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{r.ID}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Hour)})
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("claim: %v", err)
+	}
+	if err := s.StartEffect(ctx, r.ID, rs[0].Epoch, "k", now); err != nil {
+		t.Fatal(err)
+	}
+	inCommit, release := holdFirstCommit(t, s.Schema())
+	returned := make(chan func() error, 1)
+	go func() {
+		returned <- s.QueueFinishEffect(ctx, r.ID, rs[0].Epoch, "k", store.EffectCompleted, []byte(`1`), "", now)
+	}()
+	<-inCommit
+	select {
+	case <-returned:
+		t.Fatal("QueueFinishEffect returned while its write was not committed")
+	case <-time.After(200 * time.Millisecond):
+	}
+	release()
+	if err := (<-returned)(); err != nil {
+		t.Fatal(err)
+	}
+	effs, err := s.Effects(ctx, r.ID)
+	if err != nil || len(effs) != 1 || effs[0].Status != store.EffectCompleted {
+		t.Fatalf("the effect once the call returned: %v %+v", err, effs)
+	}
+}

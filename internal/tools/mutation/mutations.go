@@ -889,6 +889,17 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-queued-effect-end-unordered-writers",
+		Guarantee: "PostgreSQL: with several writers, a queued effect end is committed before the call returns (two writers do not keep a node's order)",
+		Edits: []Edit{{
+			File: "store/pgstore/effects.go",
+			Old:  "\tif s.opts.Writers > 1 {\n\t\terr := s.do(ctx, c)",
+			New:  "\tif s.opts.Writers > 1<<20 {\n\t\terr := s.do(ctx, c)",
+		}},
+		Tests: []Test{pgTest("TestQueuedEffectEndWithWriters")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-follow-ups-second-transaction",
 		Guarantee: "PostgreSQL: a completion and its follow-up runs commit together",
 		// Follow-ups without a key or a bound are inserted by their
