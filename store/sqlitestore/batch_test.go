@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
@@ -23,15 +22,7 @@ func TestBatchRunsInsertedTogether(t *testing.T) {
 	now := time.Unix(1_700_000_000, 42)
 	open := func(name string) *Store {
 		t.Helper()
-		path, err := filepath.Abs(filepath.Join(t.TempDir(), name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := Open(path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s, _ := openAt(t, name)
 		return s
 	}
 	const n = 300 // more than one statement's rows, and not a power of two

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -52,15 +51,7 @@ func holdWriter(t *testing.T, s *Store, path string, now time.Time) (release fun
 // the counts follow.
 func TestClaimsMerged(t *testing.T) {
 	ctx := context.Background()
-	path, err := filepath.Abs(filepath.Join(t.TempDir(), "claims.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, path := openAt(t, "claims.db")
 	now := time.Now()
 	admit := func(id string, notBefore time.Time) {
 		t.Helper()

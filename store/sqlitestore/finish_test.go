@@ -30,15 +30,7 @@ func TestAttemptEndsMerged(t *testing.T) {
 	const runs = 18
 	open := func(name string) (*Store, string) {
 		t.Helper()
-		path, err := filepath.Abs(filepath.Join(t.TempDir(), name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := Open(path, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
+		s, path := openAt(t, name)
 		claim := func(id string) {
 			t.Helper()
 			got, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{id}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
@@ -221,26 +213,13 @@ func TestAttemptEndsMerged(t *testing.T) {
 func TestAttemptEndsMergedInChunks(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 0)
-	path, err := filepath.Abs(filepath.Join(t.TempDir(), "chunks.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, path := openAt(t, "chunks.db")
 	n := manyMax + 5
 	ids := make([]string, n)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("r%d", i)
-		if _, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: ids[i], Process: "p"}}, Now: now}); err != nil {
-			t.Fatal(err)
-		}
 	}
-	if got, err := s.Claim(ctx, store.ClaimRequest{IDs: ids, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != n {
-		t.Fatalf("claim: %d runs, %v", len(got), err)
-	}
+	claimed(t, s, now, ids...)
 	release := holdWriter(t, s, path, now)
 	got := make([]store.UpdateResult, n)
 	var wg sync.WaitGroup
@@ -338,21 +317,8 @@ func BenchmarkAttemptEnds(b *testing.B) {
 func TestQueuedEffectEnd(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 0)
-	path, err := filepath.Abs(filepath.Join(t.TempDir(), "queued.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := Open(path, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	if _, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "r", Process: "p"}}, Now: now}); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{"r"}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != 1 {
-		t.Fatalf("claim: %v, %v", got, err)
-	}
+	s, path := openAt(t, "queued.db")
+	claimed(t, s, now, "r")
 	if err := s.StartEffect(ctx, "r", 1, "k", now); err != nil {
 		t.Fatal(err)
 	}
@@ -390,5 +356,37 @@ func TestQueuedEffectEnd(t *testing.T) {
 	// A queued end of an effect this epoch no longer owns is refused.
 	if err := s.QueueFinishEffect(ctx, "r", 9, "k", store.EffectCompleted, nil, "", now)(); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("a stale epoch's end: %v, want ErrFenced", err)
+	}
+}
+
+// openAt opens a store on a new file of the test's directory, closed when
+// the test ends, and returns it with the file's absolute path (which
+// holdWriter needs).
+func openAt(t testing.TB, name string) (*Store, string) {
+	t.Helper()
+	path, err := filepath.Abs(filepath.Join(t.TempDir(), name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+// claimed admits a run of process p for each id, one admission each, and
+// claims them all at now: each is running at epoch 1.
+func claimed(t testing.TB, s *Store, now time.Time, ids ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, id := range ids {
+		if _, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: id, Process: "p"}}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Claim(ctx, store.ClaimRequest{IDs: ids, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != len(ids) {
+		t.Fatalf("claim: %d of %d runs, %v", len(got), len(ids), err)
 	}
 }
