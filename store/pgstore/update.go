@@ -218,8 +218,9 @@ func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update, 
 // (finishHeld: found by seq, returning only what the claims did not) and
 // one for the others (finishMany); the function returned reads their
 // results once b is sent, and gathers the follow-up runs of the ends
-// that applied for the transaction to insert (followUps). An attempt whose run is no longer running at its epoch is
-// refused: ErrFenced, or ErrNotFound for an unknown run.
+// that applied for the transaction to insert (followUps). An attempt
+// whose run is no longer running at its epoch is refused: ErrFenced, or
+// ErrNotFound for an unknown run.
 func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 	if len(cs) == 0 {
 		return func() error { return nil }
