@@ -315,7 +315,6 @@ type followUps struct {
 	cs   []*cmd
 	done []bool
 	args []any
-	n    int
 	seqs map[string]int64
 }
 
@@ -351,13 +350,12 @@ func (w *wtx) followUps(cs []*cmd, done []bool) *followUps {
 	if len(ids) == 0 {
 		return nil
 	}
-	return &followUps{cs: cs, done: done, n: len(ids), args: []any{ids, procs, events, corrs, parents, depths, payloads, contexts, created,
+	return &followUps{cs: cs, done: done, seqs: make(map[string]int64, len(ids)), args: []any{ids, procs, events, corrs, parents, depths, payloads, contexts, created,
 		prios, rateKeys, concKeys, retryAts, groupKeys}}
 }
 
 // queue queues their insertion in b, which reads back their seqs.
 func (f *followUps) queue(b *pgx.Batch, sql string) {
-	f.seqs = make(map[string]int64, f.n)
 	b.Queue(sql, f.args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var seq int64

@@ -224,9 +224,10 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 		}
 	}
 	// The follow-up runs of the attempt ends are inserted with COMMIT
-	// (one round trip fewer), unless another command of the batch comes
-	// after them: it may read the runs (an admission counts its
-	// processes' runs) and must find them.
+	// (one round trip fewer), unless other commands of the batch come
+	// after them: those may read the runs and must find them, as the
+	// order of the batch's commands says (an admission checks that its
+	// parent exists, retention that a run has no children).
 	end := &pgx.Batch{}
 	fb := end
 	if len(plain) > 0 {

@@ -913,6 +913,17 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-follow-ups-after-later-commands",
+		Guarantee: "PostgreSQL: a batch's follow-up runs exist for the commands the batch runs after their parents' ends",
+		Edits: []Edit{{
+			File: "store/pgstore/writer.go",
+			Old:  "\tif len(plain) > 0 {\n\t\tfb = &pgx.Batch{}",
+			New:  "\tif len(plain) < 0 {\n\t\tfb = &pgx.Batch{}",
+		}},
+		Tests: []Test{pgTest("TestFollowUpsBeforeLaterCommands")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-implicit-timeline-too-wide",
 		Guarantee: "PostgreSQL: a run's timeline reads the same whether its entries are written or implicit",
 		// Only a first attempt that completed its run may leave its two
