@@ -31,7 +31,11 @@ type Config struct {
 	Store store.Store
 
 	// Concurrency is the number of handlers this engine executes at once
-	// (fleet concurrency). Defaults to 10.
+	// (fleet concurrency). A handler's place is free as soon as it
+	// returns, while its outcome is still being written, so the next run's
+	// start can share that write; a process's cap (Process.Concurrency)
+	// and a key's limit count the run until its outcome is written.
+	// Defaults to 10.
 	Concurrency int
 	// MaxQueued bounds the idle runs this engine keeps in memory ready to
 	// start (runs waiting for a retry time, a signal, a cap or a flow limit

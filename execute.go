@@ -81,6 +81,7 @@ func (a *attempt) handlerReturned(res *Result) {
 		return // aborted: aborted decides
 	}
 	if a.over.CompareAndSwap(false, true) {
+		a.e.disp.Vacate(a.item)
 		a.finalize(*res, false)
 	}
 }

@@ -38,6 +38,9 @@ type Item struct {
 	// Idle does not wait for it (the run waits for a signal or a time, not
 	// for a slot).
 	Waiting bool
+	// vacated: the item's slot was released by Vacate; Done releases the
+	// rest.
+	vacated bool
 }
 
 // Flow is what flow control knows of an item's run.
@@ -137,6 +140,7 @@ type Dispatcher struct {
 	byID     map[string]*entry // ready, parked or delayed
 	limits   map[string]int
 	running  int
+	vacated  int // items started, Vacated and not Done
 	byProc   map[string]int
 	corr     map[string]int  // active items per correlation
 	idleW    []chan struct{} // closed when nothing waits or runs
@@ -265,7 +269,11 @@ func (d *Dispatcher) Remove(id string) bool {
 func (d *Dispatcher) Done(it Item) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.running--
+	if it.vacated {
+		d.vacated--
+	} else {
+		d.running--
+	}
 	d.byProc[it.Process]--
 	if d.byProc[it.Process] <= 0 {
 		delete(d.byProc, it.Process)
@@ -274,6 +282,27 @@ func (d *Dispatcher) Done(it Item) {
 	d.unparkLocked(it.Process)
 	d.keyDoneLocked(it)
 	d.notifyIdleLocked()
+	d.fillLocked()
+	if d.cfg.Freed != nil {
+		d.cfg.Freed()
+	}
+}
+
+// Vacate releases the fleet slot of a started item whose handler has
+// returned while its end is still being written, so that the next item
+// starts at once: its claim can then share the end's write. Everything
+// else the item holds (its process's and its concurrency key's places, its
+// correlation) stays held, and it counts as running for Idle, Quiet and
+// Running, until Done(*it).
+func (d *Dispatcher) Vacate(it *Item) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if it.vacated {
+		return
+	}
+	it.vacated = true
+	d.running--
+	d.vacated++
 	d.fillLocked()
 	if d.cfg.Freed != nil {
 		d.cfg.Freed()
@@ -330,7 +359,7 @@ func (d *Dispatcher) Close() {
 func (d *Dispatcher) Active() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.inactive - d.nHeld + d.running
+	return d.inactive - d.nHeld + d.running + d.vacated
 }
 
 // Free reports how many slots no item holds or waits for: the slots less
@@ -346,14 +375,14 @@ func (d *Dispatcher) Free() int {
 func (d *Dispatcher) Running() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.running
+	return d.running + d.vacated
 }
 
 // Stats returns a snapshot of the queues.
 func (d *Dispatcher) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := Stats{Delayed: d.nDelayed, RateWait: d.nRate, KeyWait: d.nKey, Running: d.running, ByProcess: make(map[string]int, len(d.byProc))}
+	s := Stats{Delayed: d.nDelayed, RateWait: d.nRate, KeyWait: d.nKey, Running: d.running + d.vacated, ByProcess: make(map[string]int, len(d.byProc))}
 	s.Ready = d.inactive - d.nHeld - s.Delayed - s.RateWait - s.KeyWait
 	for p, n := range d.byProc {
 		s.ByProcess[p] = n
@@ -367,7 +396,7 @@ func (d *Dispatcher) Idle() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ch := make(chan struct{})
-	if d.running == 0 && d.inactive == d.nWaiting {
+	if d.running+d.vacated == 0 && d.inactive == d.nWaiting {
 		close(ch)
 		return ch
 	}
@@ -381,7 +410,7 @@ func (d *Dispatcher) Quiet() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ch := make(chan struct{})
-	if d.running == 0 {
+	if d.running+d.vacated == 0 {
 		close(ch)
 		return ch
 	}
@@ -435,7 +464,7 @@ func (d *Dispatcher) releaseCorrLocked(corr string) {
 }
 
 func (d *Dispatcher) notifyIdleLocked() {
-	if d.running != 0 {
+	if d.running+d.vacated != 0 {
 		return
 	}
 	for _, w := range d.runW {

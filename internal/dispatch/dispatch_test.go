@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella/internal/clock"
+	"github.com/yella-go/yella/store"
 )
 
 type rec struct {
@@ -274,4 +275,77 @@ func TestWaitingItems(t *testing.T) {
 	if !closed(idle) || d.Active() != 0 {
 		t.Fatalf("active %d after all ended", d.Active())
 	}
+}
+
+// Vacate releases only the fleet slot of an item whose handler returned:
+// the next item starts at once, unless it waits for what the vacated item
+// still holds (its process's cap, its concurrency key); the vacated item
+// counts as running, and its correlation as active, until Done.
+func TestVacateReleasesOnlyTheFleetSlot(t *testing.T) {
+	d, r, _ := newD(1)
+	d.SetLimit("p", 1)
+	d.Resume()
+	p1 := Item{ID: "p1", Seq: 1, Process: "p", Correlation: "c1"}
+	d.Add(p1, Item{ID: "p2", Seq: 2, Process: "p", Correlation: "c2"}, Item{ID: "q1", Seq: 3, Process: "q", Correlation: "c3"})
+	eq(t, "first", r.ids(), []string{"p1"})
+	idle, quiet, chain := d.Idle(), d.Quiet(), d.CorrelationDone("c1")
+
+	d.Vacate(&p1)
+	d.Vacate(&p1) // a second call changes nothing
+	// p2 waits for p's cap, which p1 still holds.
+	eq(t, "after vacate", r.ids(), []string{"p1", "q1"})
+	if got := d.Running(); got != 2 {
+		t.Errorf("Running = %d after Vacate, want 2 (p1 until Done, q1)", got)
+	}
+	for what, ch := range map[string]<-chan struct{}{"Idle": idle, "Quiet": quiet, "CorrelationDone(c1)": chain} {
+		select {
+		case <-ch:
+			t.Errorf("%s fired while p1 was vacated and not Done", what)
+		default:
+		}
+	}
+
+	d.Done(Item{ID: "q1", Process: "q", Correlation: "c3"})
+	eq(t, "after q1", r.ids(), []string{"p1", "q1"}) // p2 still waits for p1's place
+	for what, ch := range map[string]<-chan struct{}{"Idle": idle, "Quiet": quiet, "Idle (asked now)": d.Idle(), "Quiet (asked now)": d.Quiet()} {
+		select {
+		case <-ch:
+			t.Errorf("%s fired while p1 was vacated and not Done", what)
+		default:
+		}
+	}
+	d.Done(p1)
+	<-chain
+	eq(t, "after done", r.ids(), []string{"p1", "q1", "p2"})
+	if got := d.Running(); got != 1 {
+		t.Errorf("Running = %d, want 1 (p2)", got)
+	}
+	d.Done(Item{ID: "p2", Process: "p", Correlation: "c2"})
+	<-idle
+	<-quiet
+
+	x := Item{ID: "x", Seq: 4, Process: "q"} // alone: nothing else waits or runs
+	d.Add(x)
+	d.Vacate(&x)
+	select {
+	case <-d.Idle():
+		t.Error("Idle fired while x was vacated and not Done")
+	default:
+	}
+	d.Done(x)
+	<-d.Idle()
+}
+
+// A vacated item keeps its concurrency key's place until Done.
+func TestVacateKeepsTheKey(t *testing.T) {
+	d, r, _ := newD(2)
+	d.SetFlow("p", store.Flow{KeyConcurrency: 1})
+	d.Resume()
+	a := Item{ID: "a", Seq: 1, Process: "p", Flow: FlowOf("", "k")}
+	d.Add(a, Item{ID: "b", Seq: 2, Process: "p", Flow: FlowOf("", "k")})
+	eq(t, "first", r.ids(), []string{"a"})
+	d.Vacate(&a)
+	eq(t, "after vacate", r.ids(), []string{"a"})
+	d.Done(a)
+	eq(t, "after done", r.ids(), []string{"a", "b"})
 }

@@ -639,6 +639,36 @@ var coreMutations = []Mutation{
 		Tests: []Test{memConf("Caps/RunningNeverExceedsCap"), burst},
 	},
 	{
+		Name:      "slot-held-until-end-written",
+		Guarantee: "a handler's fleet slot is free once it returns, while its end is written (the next run's claim can share that write)",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "\t\ta.e.disp.Vacate(a.item)\n",
+			New:  "",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestSlotFreedWhileEndIsWritten$"}},
+	},
+	{
+		Name:      "vacated-run-frees-cap",
+		Guarantee: "a capped process counts a run whose handler returned until its end is written",
+		Edits: []Edit{{
+			File: "internal/dispatch/dispatch.go",
+			Old:  "\td.running--\n\td.vacated++\n",
+			New:  "\td.running--\n\td.vacated++\n\td.byProc[it.Process]--\n",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestSlotFreedWhileEndIsWritten$"}, {Pkg: "./internal/dispatch", Run: "^TestVacateReleasesOnlyTheFleetSlot$"}},
+	},
+	{
+		Name:      "vacated-run-not-running",
+		Guarantee: "a run whose handler returned counts as running until its end is written: Stop and Drain wait for the end",
+		Edits: []Edit{{
+			File: "internal/dispatch/dispatch.go",
+			Old:  "\tif d.running+d.vacated != 0 {",
+			New:  "\tif d.running != 0 {",
+		}},
+		Tests: []Test{{Pkg: "./internal/dispatch", Run: "^TestVacateReleasesOnlyTheFleetSlot$"}},
+	},
+	{
 		Name:      "cap-admission-off-by-one",
 		Guarantee: "a capped process never holds more than its bound; events beyond it are dropped (admission)",
 		Edits: []Edit{{
