@@ -113,6 +113,18 @@ func endedRun(c claimedRun, id string, rest *store.Run, row []any) store.Run {
 	return r
 }
 
+// completeRow is finishRow's row as completeManyHead takes it, if the row
+// holds the values that statement writes as constants: a completion that
+// clears the error and the retry time, sets the output and the follow-up
+// event, keeps the attempt count and leaves no wait key.
+func completeRow(row []any) ([]any, bool) {
+	if row[2] != string(store.StatusCompleted) || row[3] != "" || row[4] != "" || row[5] != 1 || row[7] != 1 ||
+		row[9] != 1 || row[10] != nil || row[12] != attemptsKept || row[14] != nil {
+		return nil, false
+	}
+	return []any{row[0], row[1], row[6], row[8], row[11], row[13]}, true
+}
+
 // timeOf reads back a time bound as ns binds it.
 func timeOf(v any) time.Time {
 	if n, ok := v.(int64); ok {
@@ -125,7 +137,8 @@ func timeOf(v any) time.Time {
 // (manyMax at a time), if there are several, and returns the commands it
 // answered (their c.err set; their fn is not to run). The ends whose runs
 // the writer holds from their claims (Store.claimed) are made by a
-// statement that returns only what the claims did not; the others'
+// statement that returns only what the claims did not (the completions
+// among them by one of their own, completeManyHead); the others'
 // statement returns their runs.
 func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	var cs []*cmd
@@ -156,13 +169,17 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		tl int
 	}
 	ended := make(map[string]got, len(cs))
-	var known, unknown [][]any
+	var known, completes, unknown [][]any
 	held := make(map[string]claimedRun, len(cs))
 	for i, c := range cs {
 		u := c.fin.u
 		if k, ok := w.s.claimed[u.RunID]; ok && k.epoch == u.Epoch {
 			held[u.RunID] = k
-			known = append(known, rows[i])
+			if r, ok := completeRow(rows[i]); ok {
+				completes = append(completes, r)
+			} else {
+				known = append(known, rows[i])
+			}
 		} else {
 			unknown = append(unknown, rows[i])
 		}
@@ -179,7 +196,7 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = w.queryMany(finishManyRest, known, func(rs *sql.Rows) error {
+	rest := func(rs *sql.Rows) error {
 		var g got
 		tl, err := scanEndedRest(rs, &g.r)
 		if err != nil {
@@ -188,8 +205,11 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		g.tl = tl
 		ended[g.r.ID] = g
 		return nil
-	})
-	if err != nil {
+	}
+	if err := w.queryMany(finishManyRest, known, rest); err != nil {
+		return nil, err
+	}
+	if err := w.queryMany(completeMany, completes, rest); err != nil {
 		return nil, err
 	}
 	w.ended = len(cs)

@@ -68,7 +68,9 @@ func TestAttemptEndsMerged(t *testing.T) {
 		return u
 	}
 	ends := []store.Update{
-		end("r0", store.ActionComplete, func(u *store.Update) { u.Output = json.RawMessage("{\"a\":  1,\n \"b\": \"<&>\"}") }),
+		end("r0", store.ActionComplete, func(u *store.Update) { // held in the merged batch, as every even run
+			u.Output, u.Then, u.Version = json.RawMessage("{\"a\":  1,\n \"b\": \"<&>\"}"), "then0", "v0"
+		}),
 		end("r1", store.ActionComplete, nil),
 		end("r2", store.ActionComplete, func(u *store.Update) { u.Output = json.RawMessage{} }),
 		end("r3", store.ActionComplete, func(u *store.Update) { u.Output, u.Version, u.Then = json.RawMessage(`7`), "v2", "next" }),

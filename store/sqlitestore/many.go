@@ -29,6 +29,7 @@ const (
 	claimMany manyKind = iota
 	finishMany
 	finishManyRest // finishMany returning what the claim did not (Store.claimed)
+	completeMany   // finishManyRest for completions (completeRow)
 	insertMany     // runs admitted by a batch (flushRuns): never padded
 	manyKinds
 )
@@ -41,6 +42,7 @@ var manyParts = [manyKinds]struct {
 	claimMany:      {claimManyHead, claimManyTail, 4, ""},
 	finishMany:     {finishManyHead, finishManyTail, 15, ""},
 	finishManyRest: {finishManyHead, finishManyRestTail, 15, ""},
+	completeMany:   {completeManyHead, finishManyRestTail, 6, ""},
 	insertMany:     {insertRunsHead, "", 16, insertRunsRow},
 }
 

@@ -133,6 +133,18 @@ var (
 	// writes (scanEndedRest).
 	finishManyRestTail = finishManyWhere + `
 		RETURNING ` + restCols
+	// completeManyHead is finishManyHead with finishManyRestTail for the
+	// commonest end, a completion whose run the writer holds from its
+	// claim, with the values every completion's row has (completeRow)
+	// written as constants: it binds 6 values a run instead of 15 and
+	// evaluates no mode. Its rows are (id, epoch, output, then, completed
+	// at, version).
+	completeManyHead = `UPDATE runs SET status = 'completed', error = '', error_code = '', lease_owner = NULL, lease_expires = NULL,
+		output = c.column3, then_event = c.column4, retry_at = NULL, completed_at = c.column5,
+		version = CASE WHEN c.column6 = '' THEN version ELSE c.column6 END,
+		wait_key = NULL,
+		tl = tl + 2
+		FROM (VALUES `
 	// insertRunsHead and insertRunsRow insert an admitted run (insRun), or
 	// many (insertMany) with the row repeated.
 	insertRunsHead = `INSERT INTO runs (seq, id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,

@@ -526,6 +526,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
 	{
+		Name:      "merged-completion-keeps-then",
+		Guarantee: "a completion merged into its batch's completion statement stores the run as an end made alone does",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "output = c.column3, then_event = c.column4, retry_at = NULL",
+			New:  "output = c.column3, then_event = then_event, retry_at = NULL",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
 		Name:      "pg-end-from-claim-drops-stored-fields",
 		Guarantee: "PostgreSQL: an attempt end answered from its run's claim returns the run exactly as stored",
 		Edits: []Edit{{
