@@ -20,7 +20,7 @@ type finishCmd struct {
 	rule *store.Rule
 	// res is the update's result when merged: set only by a batch that
 	// ended it with others (a batch that fails and is retried command by
-	// command clears it first).
+	// command clears it first). Store.Update's own command answers here too.
 	res    store.UpdateResult
 	merged bool
 }
@@ -29,12 +29,23 @@ type finishCmd struct {
 // its own: only an epoch-guarded attempt end that keeps the run's effect
 // records, admits nothing and may find the run running qualifies.
 func mergeableFinish(u *store.Update) *finishCmd {
+	f := &finishCmd{}
+	if !f.set(u) {
+		return nil
+	}
+	return f
+}
+
+// set makes f the merged form of u and reports whether u qualifies (see
+// mergeableFinish).
+func (f *finishCmd) set(u *store.Update) bool {
 	rule, err := u.Rule()
 	if err != nil || rule.Guard != store.GuardEpoch || rule.Effects != store.EffectsKept || u.Children != nil ||
 		(len(u.From) > 0 && !slices.Contains(u.From, store.StatusRunning)) {
-		return nil
+		return false
 	}
-	return &finishCmd{u: u, rule: rule}
+	f.u, f.rule = u, rule
+	return true
 }
 
 // finishRow is f's row of the merged statement (finishManyHead): the
@@ -164,17 +175,24 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	if len(cs) < 2 {
 		return nil, nil
 	}
+	// The runs the statements return, by id: an index into gots, whose
+	// runs are too large to be a map's values (each would be allocated on
+	// its own). A run is returned at most once, so gots never grows.
 	type got struct {
 		r  store.Run
 		tl int
 	}
-	ended := make(map[string]got, len(cs))
+	ended := make(map[string]int, len(cs))
+	gots := make([]got, 0, len(cs))
 	var known, completes, unknown [][]any
-	held := make(map[string]claimedRun, len(cs))
+	held := make([]struct {
+		k  claimedRun
+		ok bool
+	}, len(cs))
 	for i, c := range cs {
 		u := c.fin.u
 		if k, ok := w.s.claimed[u.RunID]; ok && k.epoch == u.Epoch {
-			held[u.RunID] = k
+			held[i].k, held[i].ok = k, true
 			if r, ok := completeRow(rows[i]); ok {
 				completes = append(completes, r)
 			} else {
@@ -186,24 +204,26 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		delete(w.s.claimed, u.RunID) // ended now, or not by this claim
 	}
 	err := w.queryMany(finishMany, unknown, func(rs *sql.Rows) error {
-		r, tl, err := scanUpdated(rs)
-		if err != nil {
+		gots = append(gots, got{})
+		g := &gots[len(gots)-1]
+		var err error
+		if g.r, g.tl, err = scanUpdated(rs); err != nil {
 			return err
 		}
-		ended[r.ID] = got{r, tl}
+		ended[g.r.ID] = len(gots) - 1
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	rest := func(rs *sql.Rows) error {
-		var g got
-		tl, err := scanEndedRest(rs, &g.r)
-		if err != nil {
+		gots = append(gots, got{})
+		g := &gots[len(gots)-1]
+		var err error
+		if g.tl, err = scanEndedRest(rs, &g.r); err != nil {
 			return err
 		}
-		g.tl = tl
-		ended[g.r.ID] = g
+		ended[g.r.ID] = len(gots) - 1
 		return nil
 	}
 	if err := w.queryMany(finishManyRest, known, rest); err != nil {
@@ -217,16 +237,17 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	for i, c := range cs {
 		f := c.fin
 		answered[c], f.merged = true, true
-		g, ok := ended[f.u.RunID]
-		if k, held := held[f.u.RunID]; ok && held {
-			g.r = endedRun(k, f.u.RunID, &g.r, rows[i])
-		}
-		if !ok { // the epoch no longer owns the run
+		j, ok := ended[f.u.RunID]
+		if !ok { // the epoch no longer owns the run		if !ok { // the epoch no longer owns the run
 			c.err = w.notFoundOr(f.u.RunID, store.ErrFenced)
 			if !isSentinel(c.err) {
 				return nil, c.err
 			}
 			continue
+		}
+		g := &gots[j]
+		if held[i].ok {
+			g.r = endedRun(held[i].k, f.u.RunID, &g.r, rows[i])
 		}
 		c.err = nil
 		r := g.r

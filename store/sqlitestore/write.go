@@ -302,18 +302,23 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 			rows = append(rows, []any{id, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano()})
 		}
 	}
+	// The claimed runs by id, as an index into gots (see mergeFinishes).
 	type got struct {
 		r   store.Run
 		big bool
 	}
-	claimed := make(map[string]got, len(rows))
+	claimed := make(map[string]int, len(rows))
+	gots := make([]got, 0, len(rows))
 	err := w.queryMany(claimMany, rows, func(rs *sql.Rows) error {
-		r, big, from, err := scanClaimed(rs, "", time.Time{}, time.Time{})
-		if err != nil {
+		gots = append(gots, got{})
+		g := &gots[len(gots)-1]
+		var from store.Status
+		var err error
+		if g.r, g.big, from, err = scanClaimed(rs, "", time.Time{}, time.Time{}); err != nil {
 			return err
 		}
-		w.moved(r.Process, from, store.StatusRunning)
-		claimed[r.ID] = got{r, big}
+		w.moved(g.r.Process, from, store.StatusRunning)
+		claimed[g.r.ID] = len(gots) - 1
 		return nil
 	})
 	if err != nil {
@@ -321,11 +326,12 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 	}
 	for _, c := range cs {
 		for _, id := range c.req.IDs {
-			g, ok := claimed[id]
+			j, ok := claimed[id]
 			if !ok {
 				continue
 			}
 			delete(claimed, id)
+			g := &gots[j]
 			g.r.LeaseOwner, g.r.LeaseExpires, g.r.StartedAt = c.req.Owner, c.req.LeaseUntil, c.req.Now
 			w.s.remember(&g.r, c.req.Now)
 			c.add(g.r, g.big)
@@ -351,17 +357,28 @@ func (w *wtx) timeline(r *store.Run, from store.Status, ran, n int, at time.Time
 
 // Update implements store.Store.
 func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
-	var res store.UpdateResult
-	c := &cmd{fn: func(w *wtx) error {
+	// One allocation holds the command, the update and its answer: the
+	// update made on its own (fn) and one ended with the batch's other
+	// attempt ends (mergeFinishes) both answer in uc.fin.res.
+	uc := &updateCmd{u: u}
+	uc.fn = func(w *wtx) error {
 		var err error
-		res, err = w.update(&u)
+		uc.fin.res, err = w.update(&uc.u)
 		return err
-	}, fin: mergeableFinish(&u), done: make(chan struct{})}
-	err := s.submit(ctx, c)
-	if c.fin != nil && c.fin.merged { // ended with the batch's other attempt ends
-		return c.fin.res, err
 	}
-	return res, err
+	if uc.fin.set(&uc.u) {
+		uc.cmd.fin = &uc.fin
+	}
+	uc.done = make(chan struct{})
+	err := s.submit(ctx, &uc.cmd)
+	return uc.fin.res, err
+}
+
+// updateCmd is an Update's command.
+type updateCmd struct {
+	cmd
+	fin finishCmd
+	u   store.Update
 }
 
 // update applies one transition as the transition table says (see
