@@ -66,7 +66,9 @@ func BenchmarkEndToEnd(b *testing.B) {
 			if s, ok := st.(interface{ Stats() sqlitestore.Stats }); ok {
 				// The writer's time per run: the SQLite store's bound, and
 				// steadier than runs/s on a shared machine.
-				b.ReportMetric(float64(s.Stats().CommitNanos)/float64(b.N), "writer-ns/run")
+				st := s.Stats()
+				b.ReportMetric(float64(st.CommitNanos)/float64(b.N), "writer-ns/run")
+				b.ReportMetric(float64(st.Commands)/float64(st.Batches), "cmds/batch")
 			}
 			eng.Stop(ctx)
 		})
