@@ -83,7 +83,8 @@ func (it *Item) ConcKey() string {
 
 // Config configures a Dispatcher.
 type Config struct {
-	// Slots is the number of items that may be started and not yet Done.
+	// Slots is the number of items that may be started and not yet Done
+	// or Vacated.
 	Slots int
 	Clock clock.Clock
 	// Start is called, under the dispatcher's lock, for each item that takes
@@ -91,7 +92,8 @@ type Config struct {
 	// typically starts a goroutine.
 	Start func(Item)
 	// Freed, if set, is called under the dispatcher's lock each time a
-	// started item is Done (a slot may be free). The same rules as Start.
+	// started item is Done or Vacated (a slot may be free). The same rules
+	// as Start.
 	Freed func()
 	// Low, if set, is called under the dispatcher's lock after items were
 	// started or Done while fewer than LowWater items are ready (Ready):
@@ -363,8 +365,8 @@ func (d *Dispatcher) Active() int {
 }
 
 // Free reports how many slots no item holds or waits for: the slots less
-// the items started and not Done and the items waiting (holds do not
-// count). It is negative when more items wait than slots are free.
+// the items started and not Done or Vacated and the items waiting (holds
+// do not count). It is negative when more items wait than slots are free.
 func (d *Dispatcher) Free() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
