@@ -81,8 +81,11 @@ func (a *attempt) handlerReturned(res *Result) {
 		return // aborted: aborted decides
 	}
 	if a.over.CompareAndSwap(false, true) {
+		// The attempt ended now: read before the slot is free, since the
+		// next run may start at once (and, on a fake clock, move it).
+		now := a.e.clock.Now()
 		a.e.disp.Vacate(a.item)
-		a.finalize(*res, false)
+		a.finalizeAt(*res, false, now)
 	}
 }
 
@@ -297,9 +300,13 @@ func (a *attempt) release() {
 // finalize records the attempt's outcome and frees its slot. Exactly one
 // caller (the one that set over) runs it.
 func (a *attempt) finalize(res Result, fenced bool) {
+	a.finalizeAt(res, fenced, a.e.clock.Now())
+}
+
+// finalizeAt is finalize for an attempt that ended at now.
+func (a *attempt) finalizeAt(res Result, fenced bool, now time.Time) {
 	e := a.e
 	a.release()
-	now := e.clock.Now()
 	c := a.decide(res, fenced, now)
 	c.run, c.slot, c.persist, c.dur = &a.run, a.item, true, now.Sub(a.started)
 	c.before, c.written = a.effectsBefore, a.effectsWritten
