@@ -341,7 +341,14 @@ func (n *node) claim() {
 		if len(items) > 0 {
 			n.e.disp.Add(items...)
 		}
-		if !res.NextAt.IsZero() {
+		switch {
+		case res.NextAt.IsZero():
+		case res.NextAt.After(now) && !res.NextAt.After(n.e.clock.Now()):
+			// The clock reached the time while the store answered: claim
+			// again now. A timer armed for a time already passed would
+			// fire only at a fake clock's next advance.
+			n.poke()
+		default:
 			n.wakeAtTime(res.NextAt)
 		}
 		n.mu.Lock()

@@ -953,6 +953,17 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-wake-already-due-waits",
+		Guarantee: "a run that falls due while the claim reporting its time is answered is claimed at once",
+		Edits: []Edit{{
+			File: "shared.go",
+			Old:  "\t\t\tn.poke()\n\t\tdefault:\n\t\t\tn.wakeAtTime(res.NextAt)",
+			New:  "\t\t\tn.wakeAtTime(res.NextAt)\n\t\tdefault:\n\t\t\tn.wakeAtTime(res.NextAt)",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestSharedWakeAlreadyDue$"}},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-follow-ups-after-later-commands",
 		Guarantee: "PostgreSQL: a batch's follow-up runs exist for the commands the batch runs after their parents' ends",
 		Edits: []Edit{{
