@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"bytes"
 	"database/sql"
+	"errors"
 	"slices"
 	"time"
 
@@ -11,10 +12,10 @@ import (
 
 // finishCmd is an attempt's end that may share one statement with the
 // other attempt ends of its batch (mergeFinishes): guarded by the epoch,
-// with no effect record to write and no follow-up run to admit. Such an
-// end is most of a busy store's writes; alone in its batch, or when its
-// rule's outcome needs the single update (finishRow), it runs as any
-// other update (cmd.fn).
+// with no effect record to write and no follow-up admission that needs a
+// read (plainChildren). Such an end is most of a busy store's writes;
+// alone in its batch, or when its rule's outcome needs the single update
+// (finishRow), it runs as any other update (cmd.fn).
 type finishCmd struct {
 	u    *store.Update
 	rule *store.Rule
@@ -27,7 +28,8 @@ type finishCmd struct {
 
 // mergeableFinish returns the merged form of u, or nil if u must run on
 // its own: only an epoch-guarded attempt end that keeps the run's effect
-// records, admits nothing and may find the run running qualifies.
+// records, admits nothing or plain children (plainChildren) and may find
+// the run running qualifies.
 func mergeableFinish(u *store.Update) *finishCmd {
 	f := &finishCmd{}
 	if !f.set(u) {
@@ -40,11 +42,35 @@ func mergeableFinish(u *store.Update) *finishCmd {
 // mergeableFinish).
 func (f *finishCmd) set(u *store.Update) bool {
 	rule, err := u.Rule()
-	if err != nil || rule.Guard != store.GuardEpoch || rule.Effects != store.EffectsKept || u.Children != nil ||
+	if err != nil || rule.Guard != store.GuardEpoch || rule.Effects != store.EffectsKept || !plainChildren(u) ||
 		(len(u.From) > 0 && !slices.Contains(u.From, store.StatusRunning)) {
 		return false
 	}
 	f.u, f.rule = u, rule
+	return true
+}
+
+// plainChildren reports that u admits no follow-up, or one whose plan
+// needs no read: its parent is the run u ends (which the end's own guarded
+// UPDATE finds, or the end is refused and admits nothing), and it has no
+// idempotency key, no run with a drop limit and no grouped run. Every run
+// of such an admission is admitted (planAdmit would find nothing to
+// refuse), so its outcome is known before anything is written, and its
+// runs are written after the merged UPDATE, for the ends it applied.
+// That is a chain's hot path: each stage's completion admits the next.
+func plainChildren(u *store.Update) bool {
+	a := u.Children
+	if a == nil {
+		return true
+	}
+	if a.ParentID != u.RunID || a.IdempotencyKey != "" {
+		return false
+	}
+	for i := range a.Runs {
+		if nr := &a.Runs[i]; nr.Limit > 0 || (nr.GroupKey != "" && nr.Group != store.GroupNone) {
+			return false
+		}
+	}
 	return true
 }
 
@@ -54,7 +80,11 @@ func (f *finishCmd) set(u *store.Update) bool {
 // rule's outcome falls back or fails (the single update reports why).
 func finishRow(f *finishCmd) ([]any, store.Outcome, bool) {
 	u := f.u
-	o, fallback, err := f.rule.Outcome(u, 0)
+	var admitted int
+	if u.Children != nil {
+		admitted = len(u.Children.Runs) // all of them (plainChildren)
+	}
+	o, fallback, err := f.rule.Outcome(u, admitted)
 	if err != nil || fallback {
 		return nil, o, false
 	}
@@ -238,7 +268,7 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		f := c.fin
 		answered[c], f.merged = true, true
 		j, ok := ended[f.u.RunID]
-		if !ok { // the epoch no longer owns the run		if !ok { // the epoch no longer owns the run
+		if !ok { // the epoch no longer owns the run
 			c.err = w.notFoundOr(f.u.RunID, store.ErrFenced)
 			if !isSentinel(c.err) {
 				return nil, c.err
@@ -262,6 +292,25 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 			}
 		}
 		f.res = store.UpdateResult{Run: r}
+		if a := f.u.Children; a != nil {
+			// Inserted many per statement below, before any other command
+			// of the batch runs.
+			p := admitPlan{admit: a.Runs}
+			w.deferring = true
+			err := w.writeAdmit(a, &p)
+			w.deferring = false
+			if err != nil {
+				return nil, err
+			}
+			f.res.Children = p.res
+		}
+	}
+	if err := w.flushRuns(); err != nil {
+		var rf runFailed
+		if errors.As(err, &rf) {
+			err = rf.err // the batch is retried command by command, which names the end
+		}
+		return nil, err
 	}
 	return answered, nil
 }

@@ -27,7 +27,7 @@ import (
 func TestAttemptEndsMerged(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 123456789)
-	const runs = 18
+	const runs = 22
 	open := func(name string) (*Store, string) {
 		t.Helper()
 		s, path := openAt(t, name)
@@ -92,11 +92,44 @@ func TestAttemptEndsMerged(t *testing.T) {
 		end("r17", store.ActionWait, func(u *store.Update) { // never merged: it writes a wait record
 			u.Wait, u.RetryAt = &store.Wait{Key: "w", Signal: "sig"}, at.Add(time.Hour)
 		}),
+		// Completions that admit a follow-up (a chain's next stage): held,
+		end("r18", store.ActionComplete, func(u *store.Update) {
+			u.Output, u.Then = json.RawMessage(`{"n":18}`), "next"
+			u.Children = follow(u, "c18")
+		}),
+		// read back, with two runs, a context and a start time,
+		end("r19", store.ActionComplete, func(u *store.Update) {
+			u.Output, u.Then = json.RawMessage(`19`), "next"
+			u.Children = follow(u, "c19a", "c19b")
+			u.Children.Context, u.Children.NotBefore = json.RawMessage(`{"v":1}`), at.Add(time.Minute)
+		}),
+		// fenced (its follow-up is not admitted),
+		end("r20", store.ActionComplete, func(u *store.Update) {
+			u.Epoch, u.Then, u.Children = 5, "next", follow(u, "c20")
+		}),
+		// and never merged: a follow-up run with a drop limit is planned by
+		// a read (here it is dropped, q's earlier follow-ups being active,
+		// and the end refused for it).
+		end("r21", store.ActionComplete, func(u *store.Update) {
+			u.Then, u.Children = "next", follow(u, "c21")
+			u.Children.Runs[0].Limit = 1
+		}),
 	}
+	children := []string{"c18", "c19a", "c19b"}
 
+	// The run that holds the merged store's writer (holdWriter) is
+	// admitted in the others too, so that the follow-ups get the same
+	// sequence numbers in all three.
+	admitHeld := func(s *Store) {
+		t.Helper()
+		if _, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "held", Process: "p"}}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	// One at a time: each end is its batch's only command, reading its run
 	// back (the writer forgot the claims).
 	alone, _ := open("alone.db")
+	admitHeld(alone)
 	alone.claimed = nil
 	type answer struct {
 		res store.UpdateResult
@@ -109,6 +142,7 @@ func TestAttemptEndsMerged(t *testing.T) {
 	}
 	// One at a time, each with its claim held: the same answers.
 	fromClaims, _ := open("held.db")
+	admitHeld(fromClaims)
 	for i, u := range ends {
 		res, err := fromClaims.Update(ctx, u)
 		if got := (answer{res, fmt.Sprint(err)}); !reflect.DeepEqual(got, want[i]) {
@@ -134,11 +168,11 @@ func TestAttemptEndsMerged(t *testing.T) {
 	got := make([]answer, len(ends))
 	var wg sync.WaitGroup
 	for i, u := range ends {
-		// The two ends of r9 are queued in order, so that the first applies.
-		if u.RunID == "r9" && ends[i-1].RunID == "r9" {
-			for len(merged.cmds) < i {
-				time.Sleep(time.Millisecond)
-			}
+		// Queued in order: the first of r9's two ends applies, and the
+		// follow-ups get their sequence numbers in the order they did
+		// alone.
+		for len(merged.cmds) < i {
+			time.Sleep(time.Millisecond)
 		}
 		wg.Add(1)
 		go func() {
@@ -153,9 +187,9 @@ func TestAttemptEndsMerged(t *testing.T) {
 	before := merged.Stats()
 	release()
 	wg.Wait()
-	// All but r9's second (a run appears once in the statement) and r17's
-	// wait.
-	if d, w := merged.Stats().MergedEnds-before.MergedEnds, int64(len(ends)-2); d != w {
+	// All but r9's second (a run appears once in the statement), r17's
+	// wait and r21's limited follow-up.
+	if d, w := merged.Stats().MergedEnds-before.MergedEnds, int64(len(ends)-3); d != w {
 		t.Errorf("%d attempt ends merged, want %d", d, w)
 	}
 	if n := len(merged.claimed); n != 0 {
@@ -167,8 +201,11 @@ func TestAttemptEndsMerged(t *testing.T) {
 			t.Errorf("end %d (%s of %s):\nmerged %+v\nalone  %+v", i, u.Action, u.RunID, got[i], want[i])
 		}
 	}
+	ids := children
 	for i := range runs {
-		id := fmt.Sprintf("r%d", i)
+		ids = append(ids, fmt.Sprintf("r%d", i))
+	}
+	for _, id := range ids {
 		a, err := alone.Run(ctx, id)
 		if err != nil {
 			t.Fatal(err)
@@ -200,13 +237,30 @@ func TestAttemptEndsMerged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc[store.StatusIdle]-- // the held batch's run
 	if !reflect.DeepEqual(ac, mc) {
 		t.Errorf("counts: merged %v, alone %v", mc, ac)
+	}
+	for _, id := range []string{"c20", "c21"} { // a fenced end's follow-up, a dropped one
+		if _, err := merged.Run(ctx, id); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("follow-up %s: %v, want not found", id, err)
+		}
+	}
+	if want[len(ends)-1].err != store.ErrNotAdmitted.Error() {
+		t.Errorf("r21's end: %s, want %v", want[len(ends)-1].err, store.ErrNotAdmitted)
 	}
 	if string(want[0].res.Run.Output) != "{\"a\":  1,\n \"b\": \"<&>\"}" {
 		t.Errorf("output stored as %q", want[0].res.Run.Output)
 	}
+}
+
+// follow is the follow-up admission of u's run, as a chain's stage
+// admits its next: one run of process q per id.
+func follow(u *store.Update, ids ...string) *store.Admission {
+	a := &store.Admission{Event: "next", Payload: u.Output, ParentID: u.RunID, CorrelationID: u.RunID, Depth: 1, Now: u.Now}
+	for _, id := range ids {
+		a.Runs = append(a.Runs, store.NewRun{ID: id, Process: "q"})
+	}
+	return a
 }
 
 // TestAttemptEndsMergedInChunks: a batch with more attempt ends than one

@@ -536,6 +536,37 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
 	{
+		Name:      "merged-fenced-end-admits-follow-up",
+		Guarantee: "an attempt end merged into its batch's statement admits its follow-up runs only if the end applied",
+		Edits: []Edit{{
+			File: "store/sqlitestore/finish.go",
+			Old: `			if !isSentinel(c.err) {
+				return nil, c.err
+			}
+			continue`,
+			New: `			if !isSentinel(c.err) {
+				return nil, c.err
+			}
+			if a := f.u.Children; a != nil {
+				w.deferring = true
+				w.writeAdmit(a, &admitPlan{admit: a.Runs})
+				w.deferring = false
+			}
+			continue`,
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
+		Name:      "merged-end-ignores-follow-up-limit",
+		Guarantee: "a follow-up run with a drop limit is admitted only below its limit, also when the end that admits it shares a statement",
+		Edits: []Edit{{
+			File: "store/sqlitestore/finish.go",
+			Old:  "if nr := &a.Runs[i]; nr.Limit > 0 || (nr.GroupKey",
+			New:  "if nr := &a.Runs[i]; (nr.GroupKey",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
 		Name:      "pg-end-from-claim-drops-stored-fields",
 		Guarantee: "PostgreSQL: an attempt end answered from its run's claim returns the run exactly as stored",
 		Edits: []Edit{{
