@@ -364,6 +364,24 @@ type Admission struct {
 	NotBefore time.Time
 }
 
+// Unconditional reports that every run of a is admitted whatever the
+// store holds, so that a store may plan the admission without a read: a
+// admits at least one run, has no idempotency key, and no run of it has
+// an admission bound (NewRun.Limit) or a group policy (a group key alone
+// is only stored).
+func (a *Admission) Unconditional() bool {
+	if a.IdempotencyKey != "" || len(a.Runs) == 0 {
+		return false
+	}
+	for i := range a.Runs {
+		nr := &a.Runs[i]
+		if nr.Limit > 0 || (nr.GroupKey != "" && (nr.Group == GroupSingleton || nr.Group == GroupDebounce)) {
+			return false
+		}
+	}
+	return true
+}
+
 // AdmitResult says what an admission did, process by process.
 type AdmitResult struct {
 	Admitted []Run    // created, idle, in the order of Admission.Runs

@@ -57,23 +57,11 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 }
 
 // plainChildren reports whether an update's follow-up runs (if any) are
-// all admitted whatever the database holds: no idempotency key, no
-// admission bound and no group policy (a group key alone is only
-// stored). Such an update ends its attempt in its batch's
-// statements, its follow-ups inserted by one statement for the batch.
+// all admitted whatever the database holds (store.Admission.Unconditional).
+// Such an update ends its attempt in its batch's statements, its
+// follow-ups inserted by one statement for the batch.
 func plainChildren(a *store.Admission) bool {
-	if a == nil {
-		return true
-	}
-	if a.IdempotencyKey != "" || len(a.Runs) == 0 {
-		return false
-	}
-	for _, nr := range a.Runs {
-		if nr.Limit > 0 || hasGroup(nr) {
-			return false
-		}
-	}
-	return true
+	return a == nil || a.Unconditional()
 }
 
 // notFoundOr returns ErrNotFound for an unknown run, else err.

@@ -52,26 +52,14 @@ func (f *finishCmd) set(u *store.Update) bool {
 
 // plainChildren reports that u admits no follow-up, or one whose plan
 // needs no read: its parent is the run u ends (which the end's own guarded
-// UPDATE finds, or the end is refused and admits nothing), and it has no
-// idempotency key, no run with a drop limit and no grouped run. Every run
-// of such an admission is admitted (planAdmit would find nothing to
-// refuse), so its outcome is known before anything is written, and its
-// runs are written after the merged UPDATE, for the ends it applied.
-// That is a chain's hot path: each stage's completion admits the next.
+// UPDATE finds, or the end is refused and admits nothing), and all its
+// runs are admitted whatever the store holds (Admission.Unconditional).
+// So its outcome is known before anything is written, and its runs are
+// written after the merged UPDATE, for the ends it applied. That is a
+// chain's hot path: each stage's completion admits the next.
 func plainChildren(u *store.Update) bool {
 	a := u.Children
-	if a == nil {
-		return true
-	}
-	if a.ParentID != u.RunID || a.IdempotencyKey != "" {
-		return false
-	}
-	for i := range a.Runs {
-		if nr := &a.Runs[i]; nr.Limit > 0 || (nr.GroupKey != "" && nr.Group != store.GroupNone) {
-			return false
-		}
-	}
-	return true
+	return a == nil || (a.ParentID == u.RunID && a.Unconditional())
 }
 
 // finishRow is f's row of the merged statement (finishManyHead): the

@@ -560,9 +560,9 @@ var coreMutations = []Mutation{
 		Name:      "merged-end-ignores-follow-up-limit",
 		Guarantee: "a follow-up run with a drop limit is admitted only below its limit, also when the end that admits it shares a statement",
 		Edits: []Edit{{
-			File: "store/sqlitestore/finish.go",
-			Old:  "if nr := &a.Runs[i]; nr.Limit > 0 || (nr.GroupKey",
-			New:  "if nr := &a.Runs[i]; (nr.GroupKey",
+			File: "store/store.go",
+			Old:  "if nr.Limit > 0 || (nr.GroupKey",
+			New:  "if (nr.GroupKey",
 		}},
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
