@@ -67,9 +67,9 @@ func where(schema string, f *store.RunFilter, statuses []store.Status) (string, 
 		conds = append(conds, "parent_id IS NULL")
 	}
 	if f.CorrelationID != "" {
-		// A root's correlation id is stored as NULL (see selChain).
+		// A root's correlation id is stored as NULL (see chainSeqs).
 		p := arg(f.CorrelationID)
-		conds = append(conds, "(correlation_id = "+p+" OR (seq = (SELECT seq FROM "+schema+".run_ids WHERE id = "+p+") AND correlation_id IS NULL))")
+		conds = append(conds, "seq IN ("+chainSeqs(schema+".", p)+")")
 	}
 	if f.After > 0 {
 		op := " < "

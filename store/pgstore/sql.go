@@ -133,6 +133,14 @@ type queries struct {
 	notify                                                                                      string
 }
 
+// chainSeqs is a query of the seqs of the runs of the chain whose
+// correlation id is the parameter p: the follow-ups, whose correlation
+// id run_ids indexes, and the root, whose correlation id is its own id
+// and stored as NULL. schema is the schema's prefix ("name.").
+func chainSeqs(schema, p string) string {
+	return `SELECT seq FROM ` + schema + `run_ids WHERE correlation_id = ` + p + ` OR (id = ` + p + ` AND correlation_id IS NULL)`
+}
+
 func newQueries(schema string) queries {
 	q := queries{schema: schema}
 	s := func(sql string) string { return strings.ReplaceAll(sql, "$S.", schema+".") }
@@ -145,7 +153,7 @@ func newQueries(schema string) queries {
 			ORDER BY i.ord
 			ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING
 			RETURNING seq, id),
-		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
+		m AS (INSERT INTO $S.run_ids (id, seq, correlation_id, parent_id) SELECT id, seq, $4, $5 FROM r)
 		SELECT seq, id FROM r`)
 	// The follow-up runs of a batch's attempt ends (no idempotency key, no
 	// bound, no group policy): one row each, in order.
@@ -159,8 +167,8 @@ func newQueries(schema string) queries {
 				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at,
 					group_key, ord)
 			ORDER BY i.ord
-			RETURNING seq, id),
-		m AS (INSERT INTO $S.run_ids (id, seq) SELECT id, seq FROM r)
+			RETURNING seq, id, correlation_id, parent_id),
+		m AS (INSERT INTO $S.run_ids (id, seq, correlation_id, parent_id) SELECT id, seq, correlation_id, parent_id FROM r)
 		SELECT seq, id FROM r`)
 	q.selIdem = s(`SELECT ` + runCols + ` FROM $S.runs WHERE event = $1 AND idem_key = $2 AND process = ANY($3)`)
 	q.selKept = s(`SELECT process, run_id, created_at FROM $S.pruned_keys WHERE event = $1 AND key = $2 AND process = ANY($3)`)
@@ -408,7 +416,7 @@ func newQueries(schema string) queries {
 	q.selRunsByID = s(`SELECT ` + runCols + ` FROM $S.runs WHERE seq = ANY(ARRAY(SELECT seq FROM $S.run_ids WHERE id = ANY($1)))`)
 	// A root's correlation id is stored as NULL (it is its own id):
 	// id = $1 alone would also match a child named by its own id.
-	q.selChain = s(`SELECT ` + runCols + ` FROM $S.runs WHERE correlation_id = $1 OR (seq = (SELECT seq FROM $S.run_ids WHERE id = $1) AND correlation_id IS NULL) ORDER BY depth, seq`)
+	q.selChain = s(`SELECT ` + runCols + ` FROM $S.runs WHERE seq IN (` + chainSeqs("$S.", "$1") + `) ORDER BY depth, seq`)
 	q.selTimeline = s(`SELECT n, at, status, attempt, error, code, note FROM $S.timeline WHERE run_seq = $1 ORDER BY n`)
 	q.selRunTL = s(`SELECT seq, status, attempts, created_at, started_at, completed_at, error, error_code, tl FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1)`)
 	q.selEffects = s(`SELECT e.key, e.status, e.epoch, e.output, e.error, e.started_at, e.completed_at
@@ -437,7 +445,7 @@ func newQueries(schema string) queries {
 	// pruned (see prune; the child lookup is made for those runs only).
 	q.pruneScan = s(`SELECT seq, created_at >= $1,
 		CASE WHEN status = 'completed' AND completed_at < $1 AND (rate_tat IS NULL OR rate_tat < $1)
-			THEN NOT EXISTS (SELECT 1 FROM $S.runs c WHERE c.parent_id = r.id) ELSE false END
+			THEN NOT EXISTS (SELECT 1 FROM $S.run_ids c WHERE c.parent_id = r.id) ELSE false END
 		FROM $S.runs r WHERE seq > $2 ORDER BY seq LIMIT $3`)
 	// One bounded batch of retention, the runs $2 found by pruneScan,
 	// checked again under their locks, leaves first: a run with a child
@@ -447,7 +455,7 @@ func newQueries(schema string) queries {
 	q.prune = s(`WITH v AS (
 			SELECT seq FROM $S.runs r WHERE seq = ANY($2::bigint[])
 			AND status = 'completed' AND completed_at < $1 AND (rate_tat IS NULL OR rate_tat < $1)
-			AND NOT EXISTS (SELECT 1 FROM $S.runs c WHERE c.parent_id = r.id)
+			AND NOT EXISTS (SELECT 1 FROM $S.run_ids c WHERE c.parent_id = r.id)
 			FOR UPDATE SKIP LOCKED),
 		k AS (
 			INSERT INTO $S.pruned_keys (event, key, process, run_id, created_at)

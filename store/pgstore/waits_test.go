@@ -262,6 +262,7 @@ func TestClaimNextWaitsPastDeadline(t *testing.T) {
 // runs.
 func downgradeWaits(t *testing.T, s *pgstore.Store) {
 	t.Helper()
+	downgradeLinks(t, s)
 	sch := s.Schema()
 	for _, q := range []string{
 		// Version 6 dropped the index of completed runs.

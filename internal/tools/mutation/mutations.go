@@ -567,6 +567,28 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
 	{
+		Name:      "pg-migration-drops-chain-links",
+		Guarantee: "PostgreSQL: the chains admitted before the schema kept their links in run_ids still read back whole after it",
+		Edits: []Edit{{
+			File: "store/pgstore/migrations/0007_chain_links.sql",
+			Old:  "WHERE r.seq = m.seq AND (r.correlation_id IS NOT NULL",
+			New:  "WHERE false AND r.seq = m.seq AND (r.correlation_id IS NOT NULL",
+		}},
+		Tests: []Test{pgTest("TestChainLinksMigrated")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-follow-up-parent-not-linked",
+		Guarantee: "PostgreSQL: retention keeps a run while a follow-up it admitted is kept",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "SELECT id, seq, correlation_id, parent_id FROM r)",
+			New:  "SELECT id, seq, correlation_id, NULL FROM r)",
+		}},
+		Tests: []Test{pgTest("TestChainLinksMigrated")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-end-from-claim-drops-stored-fields",
 		Guarantee: "PostgreSQL: an attempt end answered from its run's claim returns the run exactly as stored",
 		Edits: []Edit{{

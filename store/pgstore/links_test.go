@@ -1,0 +1,97 @@
+package pgstore_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/yella-go/yella/store"
+	"github.com/yella-go/yella/store/pgstore"
+)
+
+// downgradeLinks takes a schema back to version 6: follow-up runs found
+// through indexes of runs on their correlation and parent ids.
+func downgradeLinks(t *testing.T, s *pgstore.Store) {
+	t.Helper()
+	sch := s.Schema()
+	for _, q := range []string{
+		"CREATE INDEX runs_correlation ON " + sch + ".runs (correlation_id) WHERE correlation_id IS NOT NULL",
+		"CREATE INDEX runs_parent ON " + sch + ".runs (parent_id) WHERE parent_id IS NOT NULL",
+		"ALTER TABLE " + sch + ".run_ids DROP COLUMN correlation_id, DROP COLUMN parent_id",
+		"UPDATE " + sch + ".schema_version SET version = 6",
+	} {
+		if _, err := s.Pool().Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// TestChainLinksMigrated: a schema of version 6 (follow-ups found through
+// indexes of runs) is brought to version 7 (run_ids holds them): the
+// chains admitted before and after read back whole, by Chain and by a
+// listing's correlation filter, and retention keeps a parent while its
+// child is kept, both for the migrated chain and for a new one. No index
+// of runs is on the correlation or parent id any more.
+func TestChainLinksMigrated(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openIn(t, dir, pgstore.Options{})
+	now := time.Unix(1_800_000_000, 0)
+	// chain admits a root and completes it, admitting a child that stays
+	// idle; and another root that completes alone.
+	chain := func(s *pgstore.Store, tag string) (root, child, lone string) {
+		t.Helper()
+		root, child, lone = newID(tag+"root"), newID(tag+"child"), newID(tag+"lone")
+		if _, err := s.Admit(ctx, store.Admission{Event: "ev", Runs: []store.NewRun{{ID: root, Process: "p"}, {ID: lone, Process: "p2"}}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		runs, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{root, lone}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil || len(runs) != 2 {
+			t.Fatalf("claim: %v, %d runs", err, len(runs))
+		}
+		if _, err := s.Update(ctx, store.Update{RunID: root, Epoch: runs[0].Epoch, Now: now, Action: store.ActionComplete, Then: "next",
+			Children: &store.Admission{Event: "next", Runs: []store.NewRun{{ID: child, Process: "q"}}, ParentID: root, CorrelationID: root, Depth: 1, Now: now}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Update(ctx, store.Update{RunID: lone, Epoch: runs[1].Epoch, Now: now, Action: store.ActionComplete}); err != nil {
+			t.Fatal(err)
+		}
+		return root, child, lone
+	}
+	oldRoot, oldChild, oldLone := chain(s, "old")
+	downgradeLinks(t, s)
+	sch := s.Schema()
+	s.Close()
+
+	s = openIn(t, dir, pgstore.Options{Schema: sch})
+	newRoot, newChild, newLone := chain(s, "new")
+	for _, c := range [][2]string{{oldRoot, oldChild}, {newRoot, newChild}} {
+		runs, err := s.Chain(ctx, c[0])
+		if err != nil || len(runs) != 2 || runs[0].ID != c[0] || runs[1].ID != c[1] {
+			t.Fatalf("chain of %s: %v, %+v; want %v", c[0], err, runs, c)
+		}
+		listed, err := s.Runs(ctx, store.RunFilter{CorrelationID: c[0], Order: store.OldestFirst, Limit: 10})
+		if err != nil || len(listed) != 2 || listed[0].ID != c[0] || listed[1].ID != c[1] {
+			t.Fatalf("runs of correlation %s: %v, %+v; want %v", c[0], err, listed, c)
+		}
+	}
+	// Retention: every run completed before the cut, but the roots have
+	// children (idle) and are kept; the lone runs go.
+	if n, err := s.Prune(ctx, store.PruneRequest{CompletedBefore: now.Add(time.Hour), Limit: 100}); err != nil || n != 2 {
+		t.Fatalf("retention: %d runs pruned, %v; want the 2 lone runs", n, err)
+	}
+	for id, kept := range map[string]bool{oldRoot: true, newRoot: true, oldChild: true, newChild: true, oldLone: false, newLone: false} {
+		_, err := s.Run(ctx, id)
+		if kept && err != nil {
+			t.Errorf("%s after retention: %v, want kept", id, err)
+		}
+		if !kept && err == nil {
+			t.Errorf("%s kept by retention, want pruned", id)
+		}
+	}
+	var idx int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = 'runs'
+		AND (indexdef LIKE '%correlation_id%' OR indexdef LIKE '%parent_id%')`, sch).Scan(&idx); err != nil || idx != 0 {
+		t.Fatalf("indexes of runs on the correlation or parent id: %d, %v; want none", idx, err)
+	}
+}
