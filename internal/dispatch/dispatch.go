@@ -356,12 +356,16 @@ func (d *Dispatcher) Close() {
 	}
 }
 
+// startedLocked is how many items are started and not Done: running,
+// and vacated (their slot released, their outcome still being written).
+func (d *Dispatcher) startedLocked() int { return d.running + d.vacated }
+
 // Active reports how many items are waiting or running (holds are not
 // items).
 func (d *Dispatcher) Active() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.inactive - d.nHeld + d.running + d.vacated
+	return d.inactive - d.nHeld + d.startedLocked()
 }
 
 // Free reports how many slots no item holds or waits for: the slots less
@@ -377,14 +381,14 @@ func (d *Dispatcher) Free() int {
 func (d *Dispatcher) Running() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.running + d.vacated
+	return d.startedLocked()
 }
 
 // Stats returns a snapshot of the queues.
 func (d *Dispatcher) Stats() Stats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s := Stats{Delayed: d.nDelayed, RateWait: d.nRate, KeyWait: d.nKey, Running: d.running + d.vacated, ByProcess: make(map[string]int, len(d.byProc))}
+	s := Stats{Delayed: d.nDelayed, RateWait: d.nRate, KeyWait: d.nKey, Running: d.startedLocked(), ByProcess: make(map[string]int, len(d.byProc))}
 	s.Ready = d.inactive - d.nHeld - s.Delayed - s.RateWait - s.KeyWait
 	for p, n := range d.byProc {
 		s.ByProcess[p] = n
@@ -398,7 +402,7 @@ func (d *Dispatcher) Idle() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ch := make(chan struct{})
-	if d.running+d.vacated == 0 && d.inactive == d.nWaiting {
+	if d.startedLocked() == 0 && d.inactive == d.nWaiting {
 		close(ch)
 		return ch
 	}
@@ -412,7 +416,7 @@ func (d *Dispatcher) Quiet() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ch := make(chan struct{})
-	if d.running+d.vacated == 0 {
+	if d.startedLocked() == 0 {
 		close(ch)
 		return ch
 	}
@@ -466,7 +470,7 @@ func (d *Dispatcher) releaseCorrLocked(corr string) {
 }
 
 func (d *Dispatcher) notifyIdleLocked() {
-	if d.running+d.vacated != 0 {
+	if d.startedLocked() != 0 {
 		return
 	}
 	for _, w := range d.runW {

@@ -726,8 +726,8 @@ var coreMutations = []Mutation{
 		Guarantee: "a run whose handler returned counts as running until its end is written: Stop and Drain wait for the end",
 		Edits: []Edit{{
 			File: "internal/dispatch/dispatch.go",
-			Old:  "\tif d.running+d.vacated != 0 {",
-			New:  "\tif d.running != 0 {",
+			Old:  "func (d *Dispatcher) startedLocked() int { return d.running + d.vacated }",
+			New:  "func (d *Dispatcher) startedLocked() int { return d.running }",
 		}},
 		Tests: []Test{{Pkg: "./internal/dispatch", Run: "^TestVacateReleasesOnlyTheFleetSlot$"}},
 	},
