@@ -133,7 +133,7 @@ func openPG(ctx context.Context, db, schemaFlag string, mustExist bool, log *slo
 		msg = fmt.Sprintf("schema %s of %s is not a Yella schema, so yella refuses it: %v; give another schema with --schema", schema, where, err)
 	case errors.Is(err, pgstore.ErrNoSchema):
 		msg = fmt.Sprintf("no Yella schema %s in %s (start yella serve --db on it first, or give --schema)", schema, where)
-	case errors.Is(err, pgstore.ErrNewerSchema):
+	case errors.Is(err, pgstore.ErrNewerSchema), errors.Is(err, pgstore.ErrSchemaInUse):
 		msg = fmt.Sprintf("schema %s of %s: %v", schema, where, err)
 	case errors.Is(err, context.DeadlineExceeded):
 		msg = fmt.Sprintf("%s did not answer within %s: %v", where, pgOpenTimeout, err)

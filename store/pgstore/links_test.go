@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,5 +95,61 @@ func TestChainLinksMigrated(t *testing.T) {
 	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND tablename = 'runs'
 		AND (indexdef LIKE '%correlation_id%' OR indexdef LIKE '%parent_id%')`, sch).Scan(&idx); err != nil || idx != 0 {
 		t.Fatalf("indexes of runs on the correlation or parent id: %d, %v; want none", idx, err)
+	}
+}
+
+// TestMigrationWaitsForOlderNodes: a schema of an older version is not
+// migrated while a node is live on it (a node of an older build, which
+// would go on writing the old way): Open fails with ErrSchemaInUse,
+// naming the node, and leaves the version as it was; once the node's
+// heartbeat is older than NodeTimeout, Open migrates. A gone node never
+// stands in the way.
+func TestMigrationWaitsForOlderNodes(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := openIn(t, dir, pgstore.Options{})
+	sch := s.Schema()
+	downgradeLinks(t, s)
+	for _, q := range []string{
+		"INSERT INTO " + sch + ".nodes (owner) VALUES ('old-build-node')",
+		"INSERT INTO " + sch + ".nodes (owner, seen, gone) VALUES ('crashed-node', now() - interval '1 hour', true)",
+	} {
+		if _, err := s.Pool().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+
+	opts := pgstore.Options{Schema: sch, NodeTimeout: 5 * time.Second}
+	s2, err := pgstore.Open(ctx, pgURL(t), opts)
+	if !errors.Is(err, pgstore.ErrSchemaInUse) || !strings.Contains(err.Error(), `"old-build-node"`) || strings.Contains(err.Error(), "crashed-node") {
+		if s2 != nil {
+			s2.Close()
+		}
+		t.Fatalf("open with a live node of the older version: %v; want ErrSchemaInUse naming old-build-node only", err)
+	}
+	t.Logf("refused: %v", err)
+	s = openIn(t, t.TempDir(), pgstore.Options{}) // another schema, to look at this one
+	version := func() int {
+		t.Helper()
+		var v int
+		if err := s.Pool().QueryRow(ctx, "SELECT version FROM "+sch+".schema_version").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	if v := version(); v != 6 {
+		t.Fatalf("schema version %d after the refused open, want 6", v)
+	}
+	if _, err := s.Pool().Exec(ctx, "UPDATE "+sch+".nodes SET seen = now() - interval '10 seconds' WHERE owner = 'old-build-node'"); err != nil {
+		t.Fatal(err)
+	}
+	s2, err = pgstore.Open(ctx, pgURL(t), opts)
+	if err != nil {
+		t.Fatalf("open once the node's heartbeat is past NodeTimeout: %v", err)
+	}
+	s2.Close()
+	if v := version(); v != pgstore.SchemaVersion() {
+		t.Fatalf("schema version %d, want %d", v, pgstore.SchemaVersion())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -70,9 +71,10 @@ func lockID(schema, name string) int64 {
 // lock of the schema meanwhile, so nodes starting together migrate once:
 // the others wait, then find the schema current. Each migration commits
 // with its version bump, so a crash leaves the schema at a whole version.
-// A schema of a newer version is refused, and so is a schema that holds
-// tables but is not a Yella schema: it is left exactly as it was.
-func migrate(ctx context.Context, pool *pgxpool.Pool, name, schema string, mustExist bool) error {
+// A schema of a newer version is refused, so is an older one that nodes
+// (live within nodeTimeout) are using, and so is a schema that holds
+// tables but is not a Yella schema: each is left exactly as it was.
+func migrate(ctx context.Context, pool *pgxpool.Pool, name, schema string, mustExist bool, nodeTimeout time.Duration) error {
 	ms, err := migrations()
 	if err != nil {
 		return err
@@ -108,6 +110,18 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, name, schema string, mustE
 	}
 	if cur > len(ms) {
 		return fmt.Errorf("%w: schema version %d is newer than this build supports (%d); upgrade yella", ErrNewerSchema, cur, len(ms))
+	}
+	if cur > 0 && cur < len(ms) {
+		// Nodes only join a schema their build migrated to its version, so
+		// a live node on an older schema runs an older build.
+		live, err := liveNodes(ctx, conn, schema, nodeTimeout)
+		if err != nil {
+			return err
+		}
+		if len(live) > 0 {
+			return fmt.Errorf("%w: schema version %d is used by %s (a heartbeat within %s); this build would migrate it to version %d, "+
+				"which they do not write as it reads: stop them, then start this build", ErrSchemaInUse, cur, strings.Join(live, ", "), nodeTimeout, len(ms))
+		}
 	}
 	for _, m := range ms[cur:] {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
@@ -209,4 +223,25 @@ func schemaKind(ctx context.Context, conn *pgxpool.Conn, name string) (schemaSta
 		found = append(found, "a schema_version table that is not Yella's")
 	}
 	return schemaForeign, found, nil
+}
+
+// liveNodes names the nodes of the schema whose heartbeat is within
+// timeout on the database's clock (up to 10, then how many more).
+func liveNodes(ctx context.Context, conn *pgxpool.Conn, schema string, timeout time.Duration) ([]string, error) {
+	rows, err := conn.Query(ctx, "SELECT owner FROM "+schema+".nodes WHERE NOT gone AND seen >= now() - make_interval(secs => $1) ORDER BY owner",
+		timeout.Seconds())
+	if err != nil {
+		return nil, err
+	}
+	owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, err
+	}
+	if len(owners) > 10 {
+		owners = append(owners[:10], fmt.Sprintf("%d more", len(owners)-10))
+	}
+	for i, o := range owners[:min(len(owners), 10)] {
+		owners[i] = "node " + strconv.Quote(o)
+	}
+	return owners, nil
 }

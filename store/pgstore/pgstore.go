@@ -37,8 +37,9 @@
 //
 // Every table lives in one schema (Options.Schema), created and migrated
 // at Open under an advisory lock; a schema written by a newer version is
-// refused (ErrNewerSchema), and so is one that holds tables of something
-// else (ErrForeignSchema), which is left untouched. Durability is PostgreSQL's: a commit is
+// refused (ErrNewerSchema), so is an older one while nodes of an older
+// build are live on it (ErrSchemaInUse), and so is one that holds tables
+// of something else (ErrForeignSchema), which is left untouched. Durability is PostgreSQL's: a commit is
 // acknowledged when the server says it is durable under its own
 // synchronous_commit setting.
 package pgstore
@@ -64,6 +65,15 @@ import (
 
 // ErrNewerSchema: the schema was written by a newer version of this store.
 var ErrNewerSchema = errors.New("database schema is newer than this build")
+
+// ErrSchemaInUse: the schema is of an older version, which Open would
+// migrate, while nodes of an older build are live on it. A build writes
+// the schema it knows, so such a node would go on writing what the newer
+// version no longer reads the same way (version 7, for one, finds a
+// chain's follow-ups through links their admission writes, which an
+// older build does not). Stop them, then open: a node is live until its
+// heartbeat is older than Options.NodeTimeout.
+var ErrSchemaInUse = errors.New("the schema is in use by live nodes of an older build")
 
 // Options configures a Store. The zero value means defaults.
 type Options struct {
@@ -234,7 +244,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		q:       newQueries(pgx.Identifier{opts.Schema}.Sanitize()),
 		cmds:    make(chan *cmd, 4*opts.MaxBatch),
 	}
-	if err := migrate(ctx, pool, opts.Schema, s.q.schema, opts.MustExist); err != nil {
+	if err := migrate(ctx, pool, opts.Schema, s.q.schema, opts.MustExist, opts.NodeTimeout); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: schema %s on %s: %w", opts.Schema, where, err)
 	}
