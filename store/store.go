@@ -364,11 +364,11 @@ type Admission struct {
 	NotBefore time.Time
 }
 
-// Unconditional reports that every run of a is admitted whatever the
-// store holds, so that a store may plan the admission without a read: a
-// admits at least one run, has no idempotency key, and no run of it has
-// an admission bound (NewRun.Limit) or a group policy (a group key alone
-// is only stored).
+// Unconditional reports that every run of the admission is admitted
+// whatever the store holds, so that a store may plan it without a read:
+// it has at least one run and no idempotency key, and none of its runs
+// has an admission bound (NewRun.Limit) or a group policy (a group key
+// alone is only stored).
 func (a *Admission) Unconditional() bool {
 	if a.IdempotencyKey != "" || len(a.Runs) == 0 {
 		return false
