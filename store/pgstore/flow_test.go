@@ -482,16 +482,12 @@ func downgradeFlow(t *testing.T, s *pgstore.Store) {
 	t.Helper()
 	downgradeWaits(t, s)
 	sch := s.Schema()
-	for _, q := range []string{
-		"DROP INDEX " + sch + ".runs_idle, " + sch + ".runs_conc, " + sch + ".runs_rate_tat, " + sch + ".runs_rate_idle",
-		"ALTER TABLE " + sch + ".runs DROP COLUMN priority, DROP COLUMN rate_key, DROP COLUMN conc_key, DROP COLUMN rate_tat",
-		"CREATE INDEX runs_idle ON " + sch + ".runs (seq) WHERE status = 'idle'",
-		"UPDATE " + sch + ".schema_version SET version = 3",
-	} {
-		if _, err := s.Pool().Exec(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	execAll(t, s,
+		"DROP INDEX "+sch+".runs_idle, "+sch+".runs_conc, "+sch+".runs_rate_tat, "+sch+".runs_rate_idle",
+		"ALTER TABLE "+sch+".runs DROP COLUMN priority, DROP COLUMN rate_key, DROP COLUMN conc_key, DROP COLUMN rate_tat",
+		"CREATE INDEX runs_idle ON "+sch+".runs (seq) WHERE status = 'idle'",
+		"UPDATE "+sch+".schema_version SET version = 3",
+	)
 }
 
 // TestFlowControlMigrated: a schema of version 3 (no flow control) is

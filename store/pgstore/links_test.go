@@ -16,16 +16,12 @@ import (
 func downgradeLinks(t *testing.T, s *pgstore.Store) {
 	t.Helper()
 	sch := s.Schema()
-	for _, q := range []string{
-		"CREATE INDEX runs_correlation ON " + sch + ".runs (correlation_id) WHERE correlation_id IS NOT NULL",
-		"CREATE INDEX runs_parent ON " + sch + ".runs (parent_id) WHERE parent_id IS NOT NULL",
-		"ALTER TABLE " + sch + ".run_ids DROP COLUMN correlation_id, DROP COLUMN parent_id",
-		"UPDATE " + sch + ".schema_version SET version = 6",
-	} {
-		if _, err := s.Pool().Exec(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+	execAll(t, s,
+		"CREATE INDEX runs_correlation ON "+sch+".runs (correlation_id) WHERE correlation_id IS NOT NULL",
+		"CREATE INDEX runs_parent ON "+sch+".runs (parent_id) WHERE parent_id IS NOT NULL",
+		"ALTER TABLE "+sch+".run_ids DROP COLUMN correlation_id, DROP COLUMN parent_id",
+		"UPDATE "+sch+".schema_version SET version = 6",
+	)
 }
 
 // TestChainLinksMigrated: a schema of version 6 (follow-ups found through
@@ -110,14 +106,10 @@ func TestMigrationWaitsForOlderNodes(t *testing.T) {
 	s := openIn(t, dir, pgstore.Options{})
 	sch := s.Schema()
 	downgradeLinks(t, s)
-	for _, q := range []string{
-		"INSERT INTO " + sch + ".nodes (owner) VALUES ('old-build-node')",
-		"INSERT INTO " + sch + ".nodes (owner, seen, gone) VALUES ('crashed-node', now() - interval '1 hour', true)",
-	} {
-		if _, err := s.Pool().Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	execAll(t, s,
+		"INSERT INTO "+sch+".nodes (owner) VALUES ('old-build-node')",
+		"INSERT INTO "+sch+".nodes (owner, seen, gone) VALUES ('crashed-node', now() - interval '1 hour', true)",
+	)
 	s.Close()
 
 	opts := pgstore.Options{Schema: sch, NodeTimeout: 5 * time.Second}

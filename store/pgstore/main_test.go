@@ -70,3 +70,15 @@ func openIn(t testing.TB, dir string, opts pgstore.Options) *pgstore.Store {
 func factory(opts pgstore.Options) func(t testing.TB, dir string) store.Store {
 	return func(t testing.TB, dir string) store.Store { return openIn(t, dir, opts) }
 }
+
+// execAll runs the statements qs on s's pool in order, failing the test at
+// the first error (a test's setup, such as taking a schema back to an
+// older version).
+func execAll(t *testing.T, s *pgstore.Store, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := s.Pool().Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}

@@ -264,25 +264,21 @@ func downgradeWaits(t *testing.T, s *pgstore.Store) {
 	t.Helper()
 	downgradeLinks(t, s)
 	sch := s.Schema()
-	for _, q := range []string{
+	execAll(t, s,
 		// Version 6 dropped the index of completed runs.
-		"CREATE INDEX runs_completed ON " + sch + ".runs (completed_at) WHERE status = 'completed'",
-		"DROP TABLE " + sch + ".paused_schedules",
-		"DROP INDEX " + sch + ".runs_group",
-		"ALTER TABLE " + sch + ".runs DROP COLUMN group_key",
-		"DROP TABLE " + sch + ".signals",
-		"DROP INDEX " + sch + ".runs_wait_key, " + sch + ".runs_wait_due",
-		"ALTER TABLE " + sch + ".runs DROP COLUMN wait_key",
-		"ALTER TABLE " + sch + ".runs DROP CONSTRAINT runs_status_check, ADD CONSTRAINT runs_status_check " +
+		"CREATE INDEX runs_completed ON "+sch+".runs (completed_at) WHERE status = 'completed'",
+		"DROP TABLE "+sch+".paused_schedules",
+		"DROP INDEX "+sch+".runs_group",
+		"ALTER TABLE "+sch+".runs DROP COLUMN group_key",
+		"DROP TABLE "+sch+".signals",
+		"DROP INDEX "+sch+".runs_wait_key, "+sch+".runs_wait_due",
+		"ALTER TABLE "+sch+".runs DROP COLUMN wait_key",
+		"ALTER TABLE "+sch+".runs DROP CONSTRAINT runs_status_check, ADD CONSTRAINT runs_status_check "+
 			"CHECK (status IN ('idle','running','completed','deferred','errored','dead-letter','fenced','cancelled'))",
-		"ALTER TABLE " + sch + ".effects DROP CONSTRAINT effects_status_check, ADD CONSTRAINT effects_status_check " +
+		"ALTER TABLE "+sch+".effects DROP CONSTRAINT effects_status_check, ADD CONSTRAINT effects_status_check "+
 			"CHECK (status IN ('started','completed','failed'))",
-		"UPDATE " + sch + ".schema_version SET version = 4",
-	} {
-		if _, err := s.Pool().Exec(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
+		"UPDATE "+sch+".schema_version SET version = 4",
+	)
 }
 
 // TestWaitsMigrated: a schema of version 4 (no waits) is brought to
