@@ -38,12 +38,30 @@ func BenchmarkEmitBatch(b *testing.B) {
 // from the first EmitBatch (500 events each) to the last completion, so
 // admission is inside the window, at fleet concurrency 50.
 func BenchmarkEndToEnd(b *testing.B) {
+	endToEnd(b, func(c *yella.Ctx) yella.Result { return c.OK(nil) })
+}
+
+// BenchmarkEndToEndEffect is BenchmarkEndToEnd with one durable effect
+// per run: its start is written before its body runs, its result before
+// the run's end.
+func BenchmarkEndToEndEffect(b *testing.B) {
+	endToEnd(b, func(c *yella.Ctx) yella.Result {
+		v, err := yella.Effect(c, "e1", func(context.Context) (int, error) { return 1, nil })
+		if err != nil {
+			return c.Error(err)
+		}
+		return c.OK(v)
+	})
+}
+
+// endToEnd times b.N runs of handler run end to end, on every store.
+func endToEnd(b *testing.B, run func(c *yella.Ctx) yella.Result) {
 	for name, open := range stores(b) {
 		b.Run(name, func(b *testing.B) {
 			st := open()
 			defer st.Close()
 			eng, _ := yella.New(yella.Config{Store: st, Concurrency: 50})
-			eng.Register(yella.Process{Name: "p", On: "e", Run: func(c *yella.Ctx) yella.Result { return c.OK(nil) }})
+			eng.Register(yella.Process{Name: "p", On: "e", Run: run})
 			ctx := context.Background()
 			if err := eng.Start(ctx); err != nil {
 				b.Fatal(err)
