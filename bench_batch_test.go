@@ -45,13 +45,7 @@ func BenchmarkEndToEnd(b *testing.B) {
 // per run: its start is written before its body runs, its result before
 // the run's end.
 func BenchmarkEndToEndEffect(b *testing.B) {
-	endToEnd(b, func(c *yella.Ctx) yella.Result {
-		v, err := yella.Effect(c, "e1", func(context.Context) (int, error) { return 1, nil })
-		if err != nil {
-			return c.Error(err)
-		}
-		return c.OK(v)
-	})
+	endToEnd(b, oneEffect)
 }
 
 // endToEnd times b.N runs of handler run end to end, on every store.

@@ -19,27 +19,16 @@ import (
 type finishCmd struct {
 	u    *store.Update
 	rule *store.Rule
-	// res is the update's result when merged: set only by a batch that
-	// ended it with others (a batch that fails and is retried command by
-	// command clears it first). Store.Update's own command answers here too.
-	res    store.UpdateResult
-	merged bool
+	// res is the update's result: set by a batch that ended it with others
+	// (a batch that fails and is retried command by command clears it
+	// first), and by Store.Update's own command when it runs alone.
+	res store.UpdateResult
 }
 
-// mergeableFinish returns the merged form of u, or nil if u must run on
-// its own: only an epoch-guarded attempt end that keeps the run's effect
-// records, admits nothing or plain children (plainChildren) and may find
-// the run running qualifies.
-func mergeableFinish(u *store.Update) *finishCmd {
-	f := &finishCmd{}
-	if !f.set(u) {
-		return nil
-	}
-	return f
-}
-
-// set makes f the merged form of u and reports whether u qualifies (see
-// mergeableFinish).
+// set makes f the merged form of u and reports whether u qualifies, or
+// must run on its own: only an epoch-guarded attempt end that keeps the
+// run's effect records, admits nothing or plain children (plainChildren)
+// and may find the run running qualifies.
 func (f *finishCmd) set(u *store.Update) bool {
 	rule, err := u.Rule()
 	if err != nil || rule.Guard != store.GuardEpoch || rule.Effects != store.EffectsKept || !plainChildren(u) ||
@@ -176,7 +165,7 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	ids := map[string]bool{}
 	for _, c := range cmds {
 		if c.fin != nil {
-			c.fin.res, c.fin.merged = store.UpdateResult{}, false
+			c.fin.res = store.UpdateResult{}
 		}
 	}
 	for _, c := range cmds {
@@ -254,7 +243,7 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	answered := make(map[*cmd]bool, len(cs))
 	for i, c := range cs {
 		f := c.fin
-		answered[c], f.merged = true, true
+		answered[c] = true
 		j, ok := ended[f.u.RunID]
 		if !ok { // the epoch no longer owns the run
 			c.err = w.notFoundOr(f.u.RunID, store.ErrFenced)

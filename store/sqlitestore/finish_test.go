@@ -347,8 +347,8 @@ func BenchmarkAttemptEnds(b *testing.B) {
 				for _, id := range ids[i:min(i+batch, b.N)] {
 					u := store.Update{RunID: id, Epoch: 1, Now: now, Action: store.ActionComplete, Output: json.RawMessage(`{"ok":true}`)}
 					c := &cmd{fn: func(w *wtx) error { _, err := w.update(&u); return err }, done: make(chan struct{})}
-					if merge {
-						c.fin = mergeableFinish(&u)
+					if f := (&finishCmd{}); merge && f.set(&u) {
+						c.fin = f
 					}
 					cmds = append(cmds, c)
 				}
