@@ -200,10 +200,15 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		u := c.fin.u
 		if k, ok := w.s.claimed[u.RunID]; ok && k.epoch == u.Epoch {
 			held[i].k, held[i].ok = k, true
+			// Named by seq (finishManyRestTail), in a copy: endedRun
+			// reads the row as the end wrote it.
 			if r, ok := completeRow(rows[i]); ok {
+				r[0] = k.seq
 				completes = append(completes, r)
 			} else {
-				known = append(known, rows[i])
+				r := slices.Clone(rows[i])
+				r[0] = k.seq
+				known = append(known, r)
 			}
 		} else {
 			unknown = append(unknown, rows[i])

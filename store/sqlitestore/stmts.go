@@ -128,10 +128,13 @@ var (
 	finishManyTail = finishManyWhere + `
 		RETURNING ` + updCols
 	// finishManyRestTail is finishManyTail for the ends whose runs the
-	// writer holds from their claims (Store.claimed): it returns only the
-	// fields of updCols that neither the claim returned nor the end
-	// writes (scanEndedRest).
-	finishManyRestTail = finishManyWhere + `
+	// writer holds from their claims (Store.claimed): each row names its
+	// run by seq, which the claim returned, so the run is found by its
+	// rowid rather than through the id index, and only the fields of
+	// updCols that neither the claim returned nor the end writes come
+	// back (scanEndedRest).
+	finishManyRestTail = `) AS c
+		WHERE runs.seq = c.column1 AND +status = 'running' AND epoch = c.column2
 		RETURNING ` + restCols
 	// completeManyHead is finishManyHead with finishManyRestTail for the
 	// commonest end, a completion whose run the writer holds from its

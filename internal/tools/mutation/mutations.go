@@ -567,6 +567,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
 	{
+		Name:      "merged-held-end-finds-another-run",
+		Guarantee: "an attempt end made in a merged statement for a run held from its claim ends that run, found by the seq its claim returned, and no other",
+		Edits: []Edit{{
+			File: "store/sqlitestore/finish.go",
+			Old:  "\t\t\t\tr[0] = k.seq\n\t\t\t\tcompletes = append(completes, r)",
+			New:  "\t\t\t\tr[0] = k.seq + 1\n\t\t\t\tcompletes = append(completes, r)",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
 		Name:      "pg-migration-drops-chain-links",
 		Guarantee: "PostgreSQL: the chains admitted before the schema kept their links in run_ids still read back whole after it",
 		Edits: []Edit{{
