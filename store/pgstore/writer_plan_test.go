@@ -73,3 +73,22 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 		}
 	}
 }
+
+// TestWriterPlansWithoutJIT: a writer's transaction plans with JIT off
+// and the plan settings of writerPlan on. The settings price the plans
+// they rule out far above PostgreSQL's JIT thresholds, so a statement
+// left with one would be compiled at each execution (200 ms measured).
+func TestWriterPlansWithoutJIT(t *testing.T) {
+	ctx := context.Background()
+	s := planStore(t, "writerjit")
+	var jit, seqscan string
+	err := s.run(ctx, func(w *wtx) error {
+		return w.tx.QueryRow(w.ctx, `SELECT current_setting('jit'), current_setting('enable_seqscan')`).Scan(&jit, &seqscan)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jit != "off" || seqscan != "off" {
+		t.Errorf("a writer's transaction runs with jit %s, enable_seqscan %s; want both off", jit, seqscan)
+	}
+}

@@ -577,6 +577,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
 	{
+		Name:      "pg-writer-plans-with-jit",
+		Guarantee: "PostgreSQL: a writer's transactions plan with JIT off, so a plan its settings price high is never compiled at each execution",
+		Edits: []Edit{{
+			File: "store/pgstore/lazytx.go",
+			Old:  ", set_config('jit', 'off', true)`}",
+			New:  "`}",
+		}},
+		Tests: []Test{pgTest("TestWriterPlansWithoutJIT")},
+	},
+	{
 		Name:      "pg-migration-drops-chain-links",
 		Guarantee: "PostgreSQL: the chains admitted before the schema kept their links in run_ids still read back whole after it",
 		Edits: []Edit{{
