@@ -577,6 +577,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
 	{
+		Name:      "merged-held-failure-finds-another-run",
+		Guarantee: "a merged attempt end other than a completion (a retry, a failure) of a run held from its claim ends that run, found by its seq, and no other",
+		Edits: []Edit{{
+			File: "store/sqlitestore/finish.go",
+			Old:  "\t\t\t\tr[0] = k.seq\n\t\t\t\tknown = append(known, r)",
+			New:  "\t\t\t\tr[0] = k.seq + 1\n\t\t\t\tknown = append(known, r)",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
 		Name:      "pg-writer-plans-with-jit",
 		Guarantee: "PostgreSQL: a writer's transactions plan with JIT off, so a plan its settings price high is never compiled at each execution",
 		Edits: []Edit{{
