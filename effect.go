@@ -231,10 +231,13 @@ func (a *attempt) endEffect(k string, out json.RawMessage, ferr error, dur time.
 			a.recordEffect(k, st, q.out, msg, q.now)
 			go func() {
 				q.err = wait()
-				close(q.done)
+				// The event is published before done is closed: the
+				// attempt's end waits for done (effectsWritten), so an
+				// effect's event always comes before its run's end event.
 				if q.err == nil {
 					a.effectEnded(q)
 				}
+				close(q.done)
 			}()
 			return nil
 		}

@@ -416,6 +416,45 @@ func opsCases() []Case {
 			}
 			Expect(h, "events", fmt.Sprint(order), fmt.Sprint([]yella.EventType{yella.EffectCompleted, yella.RunCompleted}))
 		}},
+		// An effect's event comes before its run's end's event, however
+		// long the event's delivery takes: a subscriber that is slow on
+		// effect events must still see them before the run ends, whether
+		// the body succeeded or failed.
+		Case{Name: "Effect/EventBeforeRunEnd", Note: "fixed: a queued effect end's event could follow its run's end", Fn: func(h *H) {
+			var mu sync.Mutex
+			order := map[string][]yella.EventType{}
+			e := h.Started(yella.Config{}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {
+				_, err := yella.Effect(c, "k", func(context.Context) (int, error) {
+					if string(c.Payload()) == `"fail"` {
+						return 0, errors.New("down")
+					}
+					return 1, nil
+				})
+				if err != nil {
+					return c.Error(err)
+				}
+				return c.OK(nil)
+			}))
+			e.Subscribe(func(ev yella.Event) {
+				switch ev.Type {
+				case yella.EffectCompleted, yella.EffectFailed:
+					time.Sleep(30 * time.Millisecond) // a slow subscriber
+				case yella.RunCompleted, yella.RunFailed:
+				default:
+					return
+				}
+				mu.Lock()
+				order[ev.RunID] = append(order[ev.RunID], ev.Type)
+				mu.Unlock()
+			})
+			ok := h.One(e, "ev", "ok")
+			bad := h.One(e, "ev", "fail")
+			h.Drain(e)
+			mu.Lock()
+			defer mu.Unlock()
+			Expect(h, "succeeded", fmt.Sprint(order[ok]), fmt.Sprint([]yella.EventType{yella.EffectCompleted, yella.RunCompleted}))
+			Expect(h, "failed", fmt.Sprint(order[bad]), fmt.Sprint([]yella.EventType{yella.EffectFailed, yella.RunFailed}))
+		}},
 		Case{Name: "Effect/FailedIsRetried", Spec: []int{286, 309}, Fn: func(h *H) {
 			var fn atomic.Int32
 			e := h.Started(yella.Config{Retry: &yella.Retry{Max: 1, Backoff: yella.Fixed(0)}}, Proc("a", "ev", func(c *yella.Ctx) yella.Result {

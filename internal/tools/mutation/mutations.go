@@ -74,6 +74,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlConf("Effect/EndWrittenWhileHandlerGoesOn"), sqlConf("Effect/ReplayedOnRetry"), crashPoints},
 	},
 	{
+		Name:      "queued-effect-event-after-run-end",
+		Guarantee: "an effect's event comes before its run's end event, however slow its delivery",
+		Edits: []Edit{{
+			File: "effect.go",
+			Old:  "\t\t\t\tif q.err == nil {\n\t\t\t\t\ta.effectEnded(q)\n\t\t\t\t}\n\t\t\t\tclose(q.done)\n",
+			New:  "\t\t\t\tclose(q.done)\n\t\t\t\tif q.err == nil {\n\t\t\t\t\ta.effectEnded(q)\n\t\t\t\t}\n",
+		}},
+		Tests: []Test{sqlConf("Effect/EventBeforeRunEnd")},
+	},
+	{
 		Name:      "failed-queued-effect-end-not-rewritten",
 		Guarantee: "an effect's end the store failed to write is written again before its attempt's end: no run ends with its effect left started",
 		Edits: []Edit{{
