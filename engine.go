@@ -70,7 +70,8 @@ type Engine struct {
 	timerSeq        int
 	loopWG          sync.WaitGroup
 	loopsOff        bool
-	backoff         time.Duration  // claim-failure backoff
+	backoff         time.Duration  // claim-failure backoff (nextBackoff)
+	backoffSince    time.Time      // when backoff was last doubled
 	writing         map[string]int // runs whose outcome is being recorded (retried while the store fails) or settled
 	// superseded: runs changed again while an attempt's outcome on them
 	// was being written or settled, with that attempt's epoch (supersede).

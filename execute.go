@@ -114,7 +114,7 @@ func (e *Engine) begin(it *dispatch.Item) *attempt {
 		if !e.isState(stateStopping) && !e.isState(stateStopped) {
 			// The run is still idle in the store; try it again later rather
 			// than forget it.
-			it.RetryAt = now.Add(e.nextBackoff())
+			it.RetryAt = now.Add(e.nextBackoff(now))
 			e.enqueue(*it)
 		}
 		e.disp.Done(*it)
@@ -128,10 +128,20 @@ func (e *Engine) begin(it *dispatch.Item) *attempt {
 	return e.prepare(it, &runs[0])
 }
 
-func (e *Engine) nextBackoff() time.Duration {
+// nextBackoff is the wait before a claim that failed at now is tried
+// again. The wait doubles once per round of failures, not once per failed
+// claim: the slots whose claims fail together (a full disk fails every
+// one of them) are one round, and doubling for each of fifty would reach
+// the cap at once, leaving the engine idle for half a minute after the
+// cause has passed. A failure at or after the end of the current wait is
+// a new round.
+func (e *Engine) nextBackoff(now time.Time) time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.backoff = min(max(e.backoff*2, time.Second), 30*time.Second)
+	if e.backoff == 0 || !now.Before(e.backoffSince.Add(e.backoff)) {
+		e.backoff = min(max(e.backoff*2, time.Second), 30*time.Second)
+		e.backoffSince = now
+	}
 	return e.backoff
 }
 

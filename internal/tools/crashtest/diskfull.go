@@ -35,7 +35,7 @@ type DiskFullResult struct {
 }
 
 // Failures lists what the drill proved wrong: an unclear error, spinning
-// while full, a lost or stuck run, or a damaged file.
+// while full, a lost or stuck run, a slow resumption, or a damaged file.
 func (r DiskFullResult) Failures() []string {
 	var out []string
 	if r.FullErr == nil || !strings.Contains(r.FullErr.Error(), "disk full") || r.FullCode != yella.CodeUnavailable {
@@ -46,6 +46,9 @@ func (r DiskFullResult) Failures() []string {
 	}
 	if len(r.NotCompleted) > 0 {
 		out = append(out, fmt.Sprintf("%d acknowledged runs not completed after space returned: %v", len(r.NotCompleted), first(r.NotCompleted, 5)))
+	}
+	if r.Drain > 15*time.Second {
+		out = append(out, fmt.Sprintf("drained %v after space returned: the engine stayed backed off long after the cause passed", r.Drain))
 	}
 	if r.Integrity != "ok" {
 		out = append(out, "integrity_check: "+r.Integrity)

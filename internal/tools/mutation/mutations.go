@@ -74,6 +74,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlConf("Effect/EndWrittenWhileHandlerGoesOn"), sqlConf("Effect/ReplayedOnRetry"), crashPoints},
 	},
 	{
+		Name:      "claim-backoff-doubles-per-failure",
+		Guarantee: "the wait after failed claims doubles once per round of failures, so the engine resumes within seconds once the cause passes",
+		Edits: []Edit{{
+			File: "execute.go",
+			Old:  "if e.backoff == 0 || !now.Before(e.backoffSince.Add(e.backoff)) {",
+			New:  "if true || !now.Before(e.backoffSince.Add(e.backoff)) {",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestClaimBackoffDoublesPerRound$"}},
+	},
+	{
 		Name:      "queued-effect-event-after-run-end",
 		Guarantee: "an effect's event comes before its run's end event, however slow its delivery",
 		Edits: []Edit{{
