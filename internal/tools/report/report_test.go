@@ -252,3 +252,22 @@ func pageRow(t *testing.T, heading, label string) string {
 	row, _, _ = strings.Cut(row, "\n")
 	return "| " + label + row
 }
+
+// The page names the machine of the newest report, whatever order the
+// reports are read in: the same reports always give the same page.
+func TestPageMachineFromNewestReport(t *testing.T) {
+	latest := map[string]*Report{}
+	for i, cpu := range []string{"old cpu", "newest cpu", "older cpu"} {
+		r := sample()
+		r.Scenario.ID = "s" + string(rune('a'+i))
+		r.FinishedAt = r.FinishedAt.Add(time.Duration([]int{1, 3, 0}[i]) * time.Hour)
+		r.Machine.CPUModel = cpu
+		latest[r.Scenario.ID] = r
+	}
+	for range 20 { // map order varies between iterations
+		md := PageMarkdown(latest, nil, "reports")
+		if !strings.Contains(md, "**Machine**: newest cpu,") {
+			t.Fatalf("the page does not name the newest report's machine:\n%s", md)
+		}
+	}
+}
