@@ -55,7 +55,9 @@ func TestClaimsMerged(t *testing.T) {
 	now := time.Now()
 	admit := func(id string, notBefore time.Time) {
 		t.Helper()
-		a := store.Admission{Event: "e", Payload: json.RawMessage(`{}`), Runs: []store.NewRun{{ID: id, Process: "p"}}, Now: now, NotBefore: notBefore}
+		// Each run's own payload: the rows of a merged claim are read into
+		// memory reused row to row (raw.go), and each must keep its own.
+		a := store.Admission{Event: "e", Payload: json.RawMessage(`{"id":"` + id + `"}`), Runs: []store.NewRun{{ID: id, Process: "p"}}, Now: now, NotBefore: notBefore}
 		if _, err := s.Admit(ctx, a); err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +117,7 @@ func TestClaimsMerged(t *testing.T) {
 		t.Errorf("a request for %d runs got %d", len(bulk), len(got[5]))
 	}
 	for i, r := range got[5] {
-		if r.ID != bulk[i] || r.LeaseOwner != "o5" || r.Epoch != 1 {
+		if r.ID != bulk[i] || r.LeaseOwner != "o5" || r.Epoch != 1 || string(r.Payload) != `{"id":"`+r.ID+`"}` {
 			t.Fatalf("run %d of the large request: %+v", i, r)
 		}
 		if stored, err := s.Run(ctx, r.ID); err != nil || stored.Status != store.StatusRunning || stored.LeaseOwner != "o5" {
@@ -129,7 +131,7 @@ func TestClaimsMerged(t *testing.T) {
 		r := rs[0]
 		owner := fmt.Sprintf("o%d", i+6)
 		if r.ID != fmt.Sprintf("r%d", i) || r.Status != store.StatusRunning || r.Epoch != 1 || r.Attempts != 1 || r.LeaseOwner != owner ||
-			!r.StartedAt.Equal(now) || !r.LeaseExpires.Equal(now.Add(time.Minute)) || string(r.Payload) != "{}" {
+			!r.StartedAt.Equal(now) || !r.LeaseExpires.Equal(now.Add(time.Minute)) || string(r.Payload) != fmt.Sprintf(`{"id":"r%d"}`, i) {
 			t.Errorf("r%d claimed as %+v", i, r)
 		}
 		stored, err := s.Run(ctx, r.ID)

@@ -2,7 +2,6 @@ package sqlitestore
 
 import (
 	"bytes"
-	"database/sql"
 	"errors"
 	"slices"
 	"time"
@@ -215,7 +214,7 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		}
 		delete(w.s.claimed, u.RunID) // ended now, or not by this claim
 	}
-	err := w.queryMany(finishMany, unknown, func(rs *sql.Rows) error {
+	err := w.queryMany(finishMany, unknown, func(rs scanner) error {
 		gots = append(gots, got{})
 		g := &gots[len(gots)-1]
 		var err error
@@ -228,7 +227,7 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	rest := func(rs *sql.Rows) error {
+	rest := func(rs scanner) error {
 		gots = append(gots, got{})
 		g := &gots[len(gots)-1]
 		var err error

@@ -1,7 +1,8 @@
 package sqlitestore
 
 import (
-	"database/sql"
+	"database/sql/driver"
+	"fmt"
 	"math/bits"
 	"strings"
 )
@@ -63,13 +64,17 @@ func manySQL(k manyKind, n int) string {
 }
 
 // manyStmt is the writer's statement of kind k for n rows (a power of two
-// up to manyMax), prepared on first use.
-func (w *wtx) manyStmt(k manyKind, n int) (*sql.Stmt, error) {
+// up to manyMax), prepared on its driver connection dc on first use.
+func (w *wtx) manyStmt(dc any, k manyKind, n int) (driver.Stmt, error) {
 	i := bits.Len(uint(n)) - 1
 	if st := w.s.many[k][i]; st != nil {
 		return st, nil
 	}
-	st, err := w.s.conn.PrepareContext(w.ctx, manySQL(k, n))
+	pc, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return nil, fmt.Errorf("sqlitestore: the driver connection %T cannot prepare with a context", dc)
+	}
+	st, err := pc.PrepareContext(w.ctx, manySQL(k, n))
 	if err != nil {
 		return nil, err
 	}
@@ -80,39 +85,47 @@ func (w *wtx) manyStmt(k manyKind, n int) (*sql.Stmt, error) {
 // queryMany runs kind k's statement for rows (each of the kind's values)
 // in as few statements as manyMax allows, and hands each row it returns
 // to scan.
-func (w *wtx) queryMany(k manyKind, rows [][]any, scan func(*sql.Rows) error) error {
-	cols := manyParts[k].cols
+func (w *wtx) queryMany(k manyKind, rows [][]any, scan func(scanner) error) error {
 	for len(rows) > 0 {
 		chunk := rows[:min(len(rows), manyMax)]
 		rows = rows[len(chunk):]
-		n := manySize(len(chunk))
-		st, err := w.manyStmt(k, n)
-		if err != nil {
-			return err
-		}
-		args := make([]any, 0, n*cols)
-		for _, r := range chunk {
-			args = append(args, r...)
-		}
-		args = args[:n*cols] // the padding rows: nil binds NULL
-		if err := w.scanAll(st, args, scan); err != nil {
+		if err := w.runMany(k, manySize(len(chunk)), chunk, scan); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// scanAll runs st with args and hands each row to scan.
-func (w *wtx) scanAll(st *sql.Stmt, args []any, scan func(*sql.Rows) error) error {
-	rs, err := st.QueryContext(w.ctx, args...)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	for rs.Next() {
-		if err := scan(rs); err != nil {
+// runMany runs kind k's statement for n rows on the writer's driver
+// connection with rows' values (the padding rows NULLs) and hands each row
+// it returns to scan; with scan nil it returns no rows (an insert).
+func (w *wtx) runMany(k manyKind, n int, rows [][]any, scan func(scanner) error) error {
+	return w.s.conn.Raw(func(dc any) error {
+		st, err := w.manyStmt(dc, k, n)
+		if err != nil {
 			return err
 		}
-	}
-	return rs.Err()
+		nv, err := w.s.bind(rows, n*manyParts[k].cols)
+		if err != nil {
+			return err
+		}
+		defer w.s.unbind()
+		if scan == nil {
+			sx, ok := st.(driver.StmtExecContext)
+			if !ok {
+				return fmt.Errorf("sqlitestore: the driver statement %T cannot execute with a context", st)
+			}
+			_, err := sx.ExecContext(w.ctx, nv)
+			return err
+		}
+		sq, ok := st.(driver.StmtQueryContext)
+		if !ok {
+			return fmt.Errorf("sqlitestore: the driver statement %T cannot query with a context", st)
+		}
+		rs, err := sq.QueryContext(w.ctx, nv)
+		if err != nil {
+			return err
+		}
+		return w.s.row.each(rs, scan)
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io"
@@ -160,9 +161,13 @@ type Store struct {
 
 	begin, commit, rollback *sql.Stmt
 	st                      stmts
-	// many holds the merged statements, by kind and log2 of their rows
-	// (manyStmt); only the writer uses them.
-	many [manyKinds][8]*sql.Stmt
+	// many holds the merged statements, prepared on the writer's driver
+	// connection, by kind and log2 of their rows (manyStmt); nv and row
+	// are their bound values and the row they read (raw.go). Only the
+	// writer uses them.
+	many [manyKinds][8]driver.Stmt
+	nv   []driver.NamedValue
+	row  valueRow
 	// claimed holds the runs this writer claimed, by id, as each claim
 	// left its row (see remember); only the writer uses it.
 	claimed map[string]claimedRun
@@ -503,12 +508,18 @@ func (s *Store) closeDBs() error {
 			st.Close()
 		}
 	}
-	for _, sts := range s.many {
-		for _, st := range sts {
-			if st != nil {
-				st.Close()
+	if s.conn != nil {
+		// Closed on the connection they were prepared on, before it is.
+		s.conn.Raw(func(any) error {
+			for _, sts := range s.many {
+				for _, st := range sts {
+					if st != nil {
+						st.Close()
+					}
+				}
 			}
-		}
+			return nil
+		})
 	}
 	for _, st := range []*sql.Stmt{s.begin, s.commit, s.rollback} {
 		if st != nil {

@@ -309,7 +309,7 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 	}
 	claimed := make(map[string]int, len(rows))
 	gots := make([]got, 0, len(rows))
-	err := w.queryMany(claimMany, rows, func(rs *sql.Rows) error {
+	err := w.queryMany(claimMany, rows, func(rs scanner) error {
 		gots = append(gots, got{})
 		g := &gots[len(gots)-1]
 		var from store.Status

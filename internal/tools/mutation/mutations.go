@@ -84,6 +84,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{{Pkg: ".", Run: "^TestClaimBackoffDoublesPerRound$"}},
 	},
 	{
+		Name:      "merged-row-drops-blobs",
+		Guarantee: "a run read by a merged statement on the driver connection keeps its payload and context bytes",
+		Edits: []Edit{{
+			File: "store/sqlitestore/raw.go",
+			Old:  "\t\tcase []byte:\n\t\t\t*d = x\n",
+			New:  "\t\tcase []byte:\n\t\t\t*d = nil\n",
+		}},
+		Tests: []Test{sqlTest("TestClaimsMerged"), sqlConf("Children/JoinOf100")},
+	},
+	{
 		Name:      "queued-effect-event-after-run-end",
 		Guarantee: "an effect's event comes before its run's end event, however slow its delivery",
 		Edits: []Edit{{
