@@ -130,17 +130,19 @@ func endedRun(c claimedRun, id string, rest *store.Run, row []any) store.Run {
 	return r
 }
 
-// completeRow is finishRow's row as completeManyHead takes it, if the row
-// holds the values that statement writes as constants: a completion that
-// clears the error and the retry time, sets the output and the follow-up
-// event, keeps the attempt count and leaves no wait key.
-func completeRow(row []any) ([]any, bool) {
-	if row[2] != string(store.StatusCompleted) || row[3] != "" || row[4] != "" || row[5] != 1 || row[7] != 1 ||
-		row[9] != 1 || row[10] != nil || row[12] != attemptsKept || row[14] != nil {
-		return nil, false
-	}
-	return []any{row[0], row[1], row[6], row[8], row[11], row[13]}, true
+// completeRow reports whether finishRow's row holds the values that
+// completeManyHead writes as constants: a completion that clears the
+// error and the retry time, sets the output and the follow-up event,
+// keeps the attempt count and leaves no wait key. That statement takes
+// the row's values at completeCols.
+func completeRow(row []any) bool {
+	return row[2] == string(store.StatusCompleted) && row[3] == "" && row[4] == "" && row[5] == 1 && row[7] == 1 &&
+		row[9] == 1 && row[10] == nil && row[12] == attemptsKept && row[14] == nil
 }
+
+// completeCols are the indexes of finishRow's values that completeRow's
+// statement takes, in its order.
+var completeCols = [...]int{0, 1, 6, 8, 11, 13}
 
 // timeOf reads back a time bound as ns binds it.
 func timeOf(v any) time.Time {
@@ -181,33 +183,40 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	if len(cs) < 2 {
 		return nil, nil
 	}
-	// The runs the statements return, by id: an index into gots, whose
+	// The runs the statements return, by id: an index into b.gots, whose
 	// runs are too large to be a map's values (each would be allocated on
-	// its own). A run is returned at most once, so gots never grows.
-	type got struct {
-		r  store.Run
-		tl int
+	// its own). A run is returned at most once.
+	b := &w.s.bufs
+	if b.claimed == nil {
+		b.claimed = map[string]int{}
 	}
-	ended := make(map[string]int, len(cs))
-	gots := make([]got, 0, len(cs))
+	defer b.clearClaims()
+	ended := b.claimed
 	var known, completes, unknown [][]any
-	held := make([]struct {
-		k  claimedRun
-		ok bool
-	}, len(cs))
+	if cap(b.held) < len(cs) {
+		b.held = make([]heldRun, len(cs))
+	}
+	held := b.held[:len(cs)]
+	clear(held)
+	// The held ends' rows are copies in b.vals, named by seq: endedRun
+	// reads the row as the end wrote it. b.vals is grown first, so that
+	// the rows taken from it stay where they are.
+	b.vals = slices.Grow(b.vals[:0], len(cs)*manyParts[finishMany].cols)
 	for i, c := range cs {
 		u := c.fin.u
 		if k, ok := w.s.claimed[u.RunID]; ok && k.epoch == u.Epoch {
 			held[i].k, held[i].ok = k, true
-			// Named by seq (finishManyRestTail), in a copy: endedRun
-			// reads the row as the end wrote it.
-			if r, ok := completeRow(rows[i]); ok {
-				r[0] = k.seq
-				completes = append(completes, r)
+			at := len(b.vals)
+			if completeRow(rows[i]) {
+				for _, j := range completeCols {
+					b.vals = append(b.vals, rows[i][j])
+				}
+				b.vals[at] = k.seq
+				completes = append(completes, b.vals[at:len(b.vals):len(b.vals)])
 			} else {
-				r := slices.Clone(rows[i])
-				r[0] = k.seq
-				known = append(known, r)
+				b.vals = append(b.vals, rows[i]...)
+				b.vals[at] = k.seq
+				known = append(known, b.vals[at:len(b.vals):len(b.vals)])
 			}
 		} else {
 			unknown = append(unknown, rows[i])
@@ -215,26 +224,26 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		delete(w.s.claimed, u.RunID) // ended now, or not by this claim
 	}
 	err := w.queryMany(finishMany, unknown, func(rs scanner) error {
-		gots = append(gots, got{})
-		g := &gots[len(gots)-1]
+		b.gots = append(b.gots, gotRun{})
+		g := &b.gots[len(b.gots)-1]
 		var err error
 		if g.r, g.tl, err = scanUpdated(rs); err != nil {
 			return err
 		}
-		ended[g.r.ID] = len(gots) - 1
+		ended[g.r.ID] = len(b.gots) - 1
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	rest := func(rs scanner) error {
-		gots = append(gots, got{})
-		g := &gots[len(gots)-1]
+		b.gots = append(b.gots, gotRun{})
+		g := &b.gots[len(b.gots)-1]
 		var err error
 		if g.tl, err = scanEndedRest(rs, &g.r); err != nil {
 			return err
 		}
-		ended[g.r.ID] = len(gots) - 1
+		ended[g.r.ID] = len(b.gots) - 1
 		return nil
 	}
 	if err := w.queryMany(finishManyRest, known, rest); err != nil {
@@ -256,7 +265,7 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 			}
 			continue
 		}
-		g := &gots[j]
+		g := &b.gots[j]
 		if held[i].ok {
 			g.r = endedRun(held[i].k, f.u.RunID, &g.r, rows[i])
 		}

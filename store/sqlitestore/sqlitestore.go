@@ -168,6 +168,7 @@ type Store struct {
 	many [manyKinds][8]driver.Stmt
 	nv   []driver.NamedValue
 	row  valueRow
+	bufs writerBufs
 	// claimed holds the runs this writer claimed, by id, as each claim
 	// left its row (see remember); only the writer uses it.
 	claimed map[string]claimedRun

@@ -337,21 +337,34 @@ func scanRun(sc scanner) (store.Run, int, error) {
 	return r, tl, nil
 }
 
-// scanClaimed reads one row of claimCols into a run claimed by req; large
-// reports that its payload or context was left for the read pool, from
-// the status the run was claimed from (idle or waiting).
-func scanClaimed(sc scanner, owner string, now, until time.Time) (r store.Run, large bool, from store.Status, err error) {
-	r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
-	var parent sql.NullString
-	var waited bool
-	err = sc.Scan(&r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth,
-		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &large, &r.Attempts, &r.Epoch, &waited)
-	r.ParentID = parent.String
+// claimScan is where the writer reads a claimed run (claimCols): the run,
+// the other variables, and the destinations pointing at them, kept for
+// every row. Variables scanned through an interface escape, so scanning
+// into locals would cost an allocation for each of them in every row.
+type claimScan struct {
+	r             store.Run
+	parent        sql.NullString
+	large, waited bool
+	dest          []any
+}
+
+// scan reads one row of claimCols into c.r, a run claimed by owner at now
+// until until; c.large reports that its payload or context was left for
+// the read pool, from the status the run was claimed from (idle or
+// waiting).
+func (c *claimScan) scan(sc scanner, owner string, now, until time.Time) (from store.Status, err error) {
+	if c.dest == nil {
+		c.dest = []any{&c.r.Seq, &c.r.ID, &c.r.Process, &c.r.Event, &c.r.CorrelationID, &c.parent, &c.r.Depth,
+			(*[]byte)(&c.r.Payload), (*[]byte)(&c.r.Context), &c.large, &c.r.Attempts, &c.r.Epoch, &c.waited}
+	}
+	c.r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
+	err = sc.Scan(c.dest...)
+	c.r.ParentID = c.parent.String
 	from = store.StatusIdle
-	if waited {
+	if c.waited {
 		from = store.StatusWaiting
 	}
-	return r, large, from, err
+	return from, err
 }
 
 // scanEndedRest reads one row of restCols into r, the run the end left.

@@ -267,7 +267,8 @@ func (c *claimCmd) each(w *wtx) error {
 			tat = ns(req.RateTATs[i])
 		}
 		// The running timeline entry stays implicit until the attempt ends.
-		r, big, from, err := scanClaimed(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, id, req.Now.UnixNano()),
+		cs := &w.s.bufs.claim
+		from, err := cs.scan(w.s.st.claim.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, id, req.Now.UnixNano()),
 			req.Owner, req.Now, req.LeaseUntil)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue
@@ -275,9 +276,9 @@ func (c *claimCmd) each(w *wtx) error {
 		if err != nil {
 			return err
 		}
-		w.moved(r.Process, from, store.StatusRunning)
-		w.s.remember(&r, req.Now)
-		c.add(r, big)
+		w.moved(cs.r.Process, from, store.StatusRunning)
+		w.s.remember(&cs.r, req.Now)
+		c.add(cs.r, cs.large)
 	}
 	return nil
 }
@@ -295,30 +296,29 @@ func (c *claimCmd) add(r store.Run, big bool) {
 // before the batch's other commands is one of the orders they could have
 // come in. A run asked for twice goes to the first asker.
 func (w *wtx) claimMerged(cs []*claimCmd) error {
-	var rows [][]any
+	b := &w.s.bufs
+	if b.claimed == nil {
+		b.claimed = map[string]int{}
+	}
+	defer b.clearClaims()
 	for _, c := range cs {
 		c.out, c.large = c.out[:0], c.large[:0]
 		for _, id := range c.req.IDs {
-			rows = append(rows, []any{id, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano()})
+			b.vals = append(b.vals, id, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano())
 		}
 	}
-	// The claimed runs by id, as an index into gots (see mergeFinishes).
-	type got struct {
-		r   store.Run
-		big bool
+	for i := 0; i < len(b.vals); i += manyParts[claimMany].cols {
+		b.rows = append(b.rows, b.vals[i:i+manyParts[claimMany].cols])
 	}
-	claimed := make(map[string]int, len(rows))
-	gots := make([]got, 0, len(rows))
-	err := w.queryMany(claimMany, rows, func(rs scanner) error {
-		gots = append(gots, got{})
-		g := &gots[len(gots)-1]
-		var from store.Status
-		var err error
-		if g.r, g.big, from, err = scanClaimed(rs, "", time.Time{}, time.Time{}); err != nil {
+	// The claimed runs by id, as an index into b.gots (see mergeFinishes).
+	err := w.queryMany(claimMany, b.rows, func(rs scanner) error {
+		from, err := b.claim.scan(rs, "", time.Time{}, time.Time{})
+		if err != nil {
 			return err
 		}
-		w.moved(g.r.Process, from, store.StatusRunning)
-		claimed[g.r.ID] = len(gots) - 1
+		b.gots = append(b.gots, gotRun{r: b.claim.r, big: b.claim.large})
+		w.moved(b.claim.r.Process, from, store.StatusRunning)
+		b.claimed[b.claim.r.ID] = len(b.gots) - 1
 		return nil
 	})
 	if err != nil {
@@ -326,18 +326,55 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 	}
 	for _, c := range cs {
 		for _, id := range c.req.IDs {
-			j, ok := claimed[id]
+			j, ok := b.claimed[id]
 			if !ok {
 				continue
 			}
-			delete(claimed, id)
-			g := &gots[j]
+			delete(b.claimed, id)
+			g := &b.gots[j]
 			g.r.LeaseOwner, g.r.LeaseExpires, g.r.StartedAt = c.req.Owner, c.req.LeaseUntil, c.req.Now
 			w.s.remember(&g.r, c.req.Now)
 			c.add(g.r, g.big)
 		}
 	}
 	return nil
+}
+
+// gotRun is a run a merged statement returned: whether its data was too
+// large to return (a claim), or its timeline entry count (an end).
+type gotRun struct {
+	r   store.Run
+	big bool
+	tl  int
+}
+
+// writerBufs are buffers of the writer's merged statements, reused batch
+// to batch: a busy writer would otherwise allocate them for every batch.
+// Each is cleared after use, so that none keeps a run's data alive.
+type writerBufs struct {
+	claim   claimScan
+	vals    []any          // the bound values, rows after rows
+	rows    [][]any        // each row's values in vals
+	gots    []gotRun       // the runs returned
+	claimed map[string]int // index into gots by run id
+	held    []heldRun      // the attempt ends' runs as their claims left them
+}
+
+// heldRun is an ended run as its claim left it, if the writer holds it
+// (Store.claimed).
+type heldRun struct {
+	k  claimedRun
+	ok bool
+}
+
+func (b *writerBufs) clearClaims() {
+	clear(b.vals)
+	clear(b.rows)
+	clear(b.gots)
+	b.vals, b.rows, b.gots = b.vals[:0], b.rows[:0], b.gots[:0]
+	b.claim.r = store.Run{}
+	clear(b.claimed)
+	clear(b.held)
 }
 
 // timeline appends the entry of a transition that moved a run from one

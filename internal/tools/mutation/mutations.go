@@ -520,7 +520,7 @@ var coreMutations = []Mutation{
 		Guarantee: "claims that share a statement get each run once",
 		Edits: []Edit{{
 			File: "store/sqlitestore/write.go",
-			Old:  "\t\t\tdelete(claimed, id)\n",
+			Old:  "\t\t\tdelete(b.claimed, id)\n",
 			New:  "",
 		}},
 		Tests: []Test{sqlTest("TestClaimsMerged")},
@@ -601,8 +601,8 @@ var coreMutations = []Mutation{
 		Guarantee: "an attempt end made in a merged statement for a run held from its claim ends that run, found by the seq its claim returned, and no other",
 		Edits: []Edit{{
 			File: "store/sqlitestore/finish.go",
-			Old:  "\t\t\t\tr[0] = k.seq\n\t\t\t\tcompletes = append(completes, r)",
-			New:  "\t\t\t\tr[0] = k.seq + 1\n\t\t\t\tcompletes = append(completes, r)",
+			Old:  "\t\t\t\tb.vals[at] = k.seq\n\t\t\t\tcompletes = append(",
+			New:  "\t\t\t\tb.vals[at] = k.seq + 1\n\t\t\t\tcompletes = append(",
 		}},
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
@@ -611,8 +611,8 @@ var coreMutations = []Mutation{
 		Guarantee: "a merged attempt end other than a completion (a retry, a failure) of a run held from its claim ends that run, found by its seq, and no other",
 		Edits: []Edit{{
 			File: "store/sqlitestore/finish.go",
-			Old:  "\t\t\t\tr[0] = k.seq\n\t\t\t\tknown = append(known, r)",
-			New:  "\t\t\t\tr[0] = k.seq + 1\n\t\t\t\tknown = append(known, r)",
+			Old:  "\t\t\t\tb.vals[at] = k.seq\n\t\t\t\tknown = append(",
+			New:  "\t\t\t\tb.vals[at] = k.seq + 1\n\t\t\t\tknown = append(",
 		}},
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
