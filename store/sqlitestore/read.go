@@ -369,17 +369,20 @@ func (s *Store) Pending(ctx context.Context, after int64, limit int) ([]store.Pe
 	}
 	defer rows.Close()
 	out := make([]store.Pending, 0, min(limit, 4096))
+	// Each row is scanned in place, into variables declared once: a
+	// variable scanned into escapes, so one declared per row would cost an
+	// allocation per row each.
+	var retry sql.NullInt64
+	var created int64
+	var rateKey, concKey sql.NullString
 	for rows.Next() {
-		var p store.Pending
-		var retry sql.NullInt64
-		var created int64
-		var rateKey, concKey sql.NullString
+		out = append(out, store.Pending{})
+		p := &out[len(out)-1]
 		if err := rows.Scan(&p.ID, &p.Seq, &p.Process, &p.CorrelationID, &retry, &created, &p.Priority, &rateKey, &concKey, &p.Waiting); err != nil {
 			return nil, err
 		}
 		p.RetryAt, p.CreatedAt = fromNull(retry), time.Unix(0, created)
 		p.RateKey, p.ConcurrencyKey = rateKey.String, concKey.String
-		out = append(out, p)
 	}
 	return out, rows.Err()
 }
