@@ -20,8 +20,10 @@ type attempt struct {
 	// executes the attempt (Dispatcher.Start hands it over): not copied,
 	// since an attempt lives as long as its handler, and 10,000 waiting
 	// handlers are 10,000 attempts.
-	item     *dispatch.Item
-	run      store.Run
+	item *dispatch.Item
+	// run is the claimed run, as the claim returned it: not copied, for
+	// the same reason. Nothing changes it once the attempt is prepared.
+	run      *store.Run
 	proc     *registered
 	ctx      context.Context
 	end      context.CancelCauseFunc // ends ctx: only through cancel
@@ -154,7 +156,7 @@ func (e *Engine) resetBackoff() {
 // prepare sets up an attempt of a claimed run: context, effects of earlier
 // attempts, timeout, abort handling, and publishes run:started.
 func (e *Engine) prepare(it *dispatch.Item, r *store.Run) *attempt {
-	a := &attempt{e: e, item: it, run: *r, proc: e.lookup(r.Process), started: e.clock.Now()}
+	a := &attempt{e: e, item: it, run: r, proc: e.lookup(r.Process), started: e.clock.Now()}
 	// Not a child of the engine's context: a hard stop cancels the
 	// attempts it tracks (track, stopAttempts), so ctx ends only through
 	// cancel, which runs the abort; a child context would need a
@@ -288,7 +290,7 @@ func (a *attempt) aborted() {
 		a.finalize(Result{kind: resultFail, err: ef, code: CodeEffectFenced}, true)
 	case errors.Is(cause, errStopped):
 		a.release()
-		a.e.abandon(&a.run, a.e.clock.Now(), "engine stopped", CodeStopped, false, a.item)
+		a.e.abandon(a.run, a.e.clock.Now(), "engine stopped", CodeStopped, false, a.item)
 	default: // cancelled (already recorded) or lease lost (the new owner decides)
 		a.release()
 		a.e.disp.Done(*a.item)
@@ -318,7 +320,7 @@ func (a *attempt) finalizeAt(res Result, fenced bool, now time.Time) {
 	e := a.e
 	a.release()
 	c := a.decide(res, fenced, now)
-	c.run, c.slot, c.persist, c.dur = &a.run, a.item, true, now.Sub(a.started)
+	c.run, c.slot, c.persist, c.dur = a.run, a.item, true, now.Sub(a.started)
 	c.before, c.written = a.effectsBefore, a.effectsWritten
 	if _, err := e.commit(e.io, c); err != nil && !errors.Is(err, store.ErrFenced) {
 		e.internalError("finish", err)
@@ -386,7 +388,7 @@ func (a *attempt) decide(res Result, fenced bool, now time.Time) *change {
 	a.mu.Lock()
 	vars, _ := json.Marshal(a.vars)
 	a.mu.Unlock()
-	adm, ferr := e.followUp(&a.run, res.then, out, vars, now)
+	adm, ferr := e.followUp(a.run, res.then, out, vars, now)
 	if ferr != nil {
 		c.depth = ferr.Code == CodeChainDepthExceeded
 		return failed(store.ActionFail, errors.New(ferr.Msg), ferr.Code)
@@ -431,7 +433,7 @@ func permanent(err error) bool {
 }
 
 func (a *attempt) event(t EventType, set func(*Event)) Event {
-	ev := runEvent(&a.run)
+	ev := runEvent(a.run)
 	ev.Type = t
 	ev.Status = StatusRunning
 	if set != nil {
