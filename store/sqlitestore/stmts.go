@@ -33,7 +33,9 @@ const inlineLimit = 4096
 
 // claimCols are the columns a claim returns: the ones the claim does not
 // set itself, and whether the run was waiting (see the claim statement).
-var claimCols = fmt.Sprintf(`seq, id, process, event, coalesce(correlation_id, id), parent_id, depth,
+// A root run's correlation id is NULL, read as the run's own id
+// (claimScan): a copy of the id would cost the writer a string a run.
+var claimCols = fmt.Sprintf(`seq, id, process, event, correlation_id, parent_id, depth,
 	CASE WHEN length(payload) > %[1]d THEN NULL ELSE payload END, CASE WHEN length(context) > %[1]d THEN NULL ELSE context END,
 	coalesce(length(payload) > %[1]d OR length(context) > %[1]d, 0), attempts, epoch, wait_key IS NOT NULL`, inlineLimit)
 
@@ -342,9 +344,9 @@ func scanRun(sc scanner) (store.Run, int, error) {
 // every row. Variables scanned through an interface escape, so scanning
 // into locals would cost an allocation for each of them in every row.
 type claimScan struct {
-	r             store.Run
-	parent        sql.NullString
-	large, waited bool
+	r                   store.Run
+	correlation, parent sql.NullString
+	large, waited       bool
 	dest          []any
 }
 
@@ -354,12 +356,15 @@ type claimScan struct {
 // waiting).
 func (c *claimScan) scan(sc scanner, owner string, now, until time.Time) (from store.Status, err error) {
 	if c.dest == nil {
-		c.dest = []any{&c.r.Seq, &c.r.ID, &c.r.Process, &c.r.Event, &c.r.CorrelationID, &c.parent, &c.r.Depth,
+		c.dest = []any{&c.r.Seq, &c.r.ID, &c.r.Process, &c.r.Event, &c.correlation, &c.parent, &c.r.Depth,
 			(*[]byte)(&c.r.Payload), (*[]byte)(&c.r.Context), &c.large, &c.r.Attempts, &c.r.Epoch, &c.waited}
 	}
 	c.r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
 	err = sc.Scan(c.dest...)
-	c.r.ParentID = c.parent.String
+	c.r.ParentID, c.r.CorrelationID = c.parent.String, c.correlation.String
+	if !c.correlation.Valid {
+		c.r.CorrelationID = c.r.ID
+	}
 	from = store.StatusIdle
 	if c.waited {
 		from = store.StatusWaiting

@@ -84,6 +84,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{{Pkg: ".", Run: "^TestClaimBackoffDoublesPerRound$"}},
 	},
 	{
+		Name:      "claim-reads-follow-up-as-root",
+		Guarantee: "a claimed follow-up run keeps its chain's correlation id (only a root's NULL reads as its own id)",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "\tif !c.correlation.Valid {\n",
+			New:  "\tif true {\n",
+		}},
+		Tests: []Test{sqlConf("Chain/DepthWithinLimit"), sqlConf("Chain/FromAnyRun")},
+	},
+	{
 		Name:      "merged-row-drops-blobs",
 		Guarantee: "a run read by a merged statement on the driver connection keeps its payload and context bytes",
 		Edits: []Edit{{
