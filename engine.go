@@ -640,12 +640,20 @@ func (e *Engine) compactRollups(c store.RollupCompactor, now time.Time) {
 // enqueue hands idle runs to the dispatcher, keeping only those of
 // processes registered with this engine: runs of other processes stay in
 // the store untouched (Register loads them if their process arrives).
+// items is copied only if some are left out; neither the dispatcher nor a
+// node keeps the slice.
 func (e *Engine) enqueue(items ...dispatch.Item) {
 	e.regMu.RLock()
-	keep := items[:0:0]
-	for _, it := range items {
-		if _, ok := e.procs[it.Process]; ok {
-			keep = append(keep, it)
+	keep := items
+	for i, it := range items {
+		if _, ok := e.procs[it.Process]; !ok {
+			keep = append(make([]dispatch.Item, 0, len(items)-1), items[:i]...)
+			for _, it := range items[i+1:] {
+				if _, ok := e.procs[it.Process]; ok {
+					keep = append(keep, it)
+				}
+			}
+			break
 		}
 	}
 	e.regMu.RUnlock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -231,6 +232,24 @@ func engineCases() []Case {
 				h.Drain(e)
 				Expect(h, "status after register", h.Run(id).Status, store.StatusCompleted)
 			}},
+		// Runs of processes this engine has and of one it does not, mixed
+		// in one batch of pending runs: those of its own all run, the
+		// others stay idle.
+		Case{Name: "Exec/UnregisteredAmongRegisteredLeftAsIs", Fn: func(h *H) {
+			var ids []string
+			for _, p := range []string{"a", "other", "c", "other", "a", "c"} {
+				ids = append(ids, h.Admit(p, p+":ev", nil).ID)
+			}
+			e := h.Started(yella.Config{}, Proc("a", "a:ev", Noop), Proc("c", "c:ev", Noop))
+			h.Drain(e)
+			for i, id := range ids {
+				want := store.StatusCompleted
+				if i == 1 || i == 3 {
+					want = store.StatusIdle
+				}
+				Expect(h, "status of run "+strconv.Itoa(i), h.Run(id).Status, want)
+			}
+		}},
 		Case{Name: "Exec/UnregisteredProcessReclaimedIdle",
 			Note: "a run of a process this engine does not have, held by an owner that is gone, is handed back idle whatever the retry budget: its policy is not known here",
 			Fn: func(h *H) {
