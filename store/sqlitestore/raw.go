@@ -1,6 +1,7 @@
 package sqlitestore
 
 import (
+	"context"
 	"database/sql"
 	"database/sql/driver"
 	"errors"
@@ -10,9 +11,9 @@ import (
 	"strconv"
 )
 
-// The writer's merged statements (many.go) run on its driver connection
-// itself (sql.Conn.Raw), not through database/sql: they are most of its
-// work, and database/sql costs each of them a lock per call, a conversion
+// The writer's merged statements (many.go) and its other writes (exec)
+// run on its driver connection itself (sql.Conn.Raw), not through
+// database/sql: they are most of its work, and database/sql costs each of them a lock per call, a conversion
 // of every bound value into a new slice, and a second copy of every blob
 // it reads (the driver hands over a fresh copy of each, which database/sql
 // copies again so that a driver could reuse its buffer). Here the bound
@@ -37,13 +38,9 @@ func driverValue(v any) (driver.Value, error) {
 func (s *Store) bind(rows [][]any, n int) ([]driver.NamedValue, error) {
 	nv := s.nv[:0]
 	for _, r := range rows {
-		for _, v := range r {
-			dv, err := driverValue(v)
-			if err != nil {
-				clear(nv)
-				return nil, fmt.Errorf("argument %d: %w", len(nv)+1, err)
-			}
-			nv = append(nv, driver.NamedValue{Ordinal: len(nv) + 1, Value: dv})
+		var err error
+		if nv, err = appendValues(nv, r); err != nil {
+			return nil, err
 		}
 	}
 	for len(nv) < n {
@@ -51,6 +48,57 @@ func (s *Store) bind(rows [][]any, n int) ([]driver.NamedValue, error) {
 	}
 	s.nv = nv
 	return nv, nil
+}
+
+// appendValues appends args to nv as driver values.
+func appendValues(nv []driver.NamedValue, args []any) ([]driver.NamedValue, error) {
+	for _, v := range args {
+		dv, err := driverValue(v)
+		if err != nil {
+			clear(nv)
+			return nil, fmt.Errorf("argument %d: %w", len(nv)+1, err)
+		}
+		nv = append(nv, driver.NamedValue{Ordinal: len(nv) + 1, Value: dv})
+	}
+	return nv, nil
+}
+
+// exec runs st, one of the writer's statements (Store.prepare), with args
+// on the writer's driver connection, where st's text is prepared again on
+// first use (Store.raw).
+func (s *Store) exec(ctx context.Context, st *sql.Stmt, args ...any) (driver.Result, error) {
+	var res driver.Result
+	err := s.conn.Raw(func(dc any) error {
+		ds := s.raw[st]
+		if ds == nil {
+			q, ok := s.sqlOf[st]
+			if !ok {
+				return errors.New("sqlitestore: a statement not prepared on the writer's connection")
+			}
+			pc, ok := dc.(driver.ConnPrepareContext)
+			if !ok {
+				return fmt.Errorf("sqlitestore: the driver connection %T cannot prepare with a context", dc)
+			}
+			var err error
+			if ds, err = pc.PrepareContext(ctx, q); err != nil {
+				return err
+			}
+			s.raw[st] = ds
+		}
+		sx, ok := ds.(driver.StmtExecContext)
+		if !ok {
+			return fmt.Errorf("sqlitestore: the driver statement %T cannot execute with a context", ds)
+		}
+		nv, err := appendValues(s.nv[:0], args)
+		if err != nil {
+			return err
+		}
+		s.nv = nv
+		defer s.unbind()
+		res, err = sx.ExecContext(ctx, nv)
+		return err
+	})
+	return res, err
 }
 
 // unbind drops the bound values, so that the reused slice does not keep

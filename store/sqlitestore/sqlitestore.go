@@ -169,6 +169,11 @@ type Store struct {
 	nv   []driver.NamedValue
 	row  valueRow
 	bufs writerBufs
+	// sqlOf is the text of each statement prepared on the writer's
+	// connection (prepare); raw holds those prepared again on its driver
+	// connection (exec). Only the writer uses raw.
+	sqlOf map[*sql.Stmt]string
+	raw   map[*sql.Stmt]driver.Stmt
 	// claimed holds the runs this writer claimed, by id, as each claim
 	// left its row (see remember); only the writer uses it.
 	claimed map[string]claimedRun
@@ -512,6 +517,9 @@ func (s *Store) closeDBs() error {
 	if s.conn != nil {
 		// Closed on the connection they were prepared on, before it is.
 		s.conn.Raw(func(any) error {
+			for _, st := range s.raw {
+				st.Close()
+			}
 			for _, sts := range s.many {
 				for _, st := range sts {
 					if st != nil {

@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -212,11 +213,13 @@ func (s *stmts) all() []*sql.Stmt {
 }
 
 func (s *Store) prepare(ctx context.Context) error {
+	s.sqlOf, s.raw = map[*sql.Stmt]string{}, map[*sql.Stmt]driver.Stmt{}
 	w := func(q string) *sql.Stmt {
 		st, err := s.conn.PrepareContext(ctx, q)
 		if err != nil {
 			panic(prepErr{q, err})
 		}
+		s.sqlOf[st] = q
 		return st
 	}
 	r := func(q string) *sql.Stmt {
@@ -347,7 +350,7 @@ type claimScan struct {
 	r                   store.Run
 	correlation, parent sql.NullString
 	large, waited       bool
-	dest          []any
+	dest                []any
 }
 
 // scan reads one row of claimCols into c.r, a run claimed by owner at now

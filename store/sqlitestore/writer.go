@@ -50,8 +50,9 @@ type wtx struct {
 	runsOf    []int
 }
 
+// exec runs one of the writer's statements in the batch (Store.exec).
 func (w *wtx) exec(st *sql.Stmt, args ...any) (sql.Result, error) {
-	return st.ExecContext(w.ctx, args...)
+	return w.s.exec(w.ctx, st, args...)
 }
 
 // activeSQL counts the idle and running runs of a process, read from the
@@ -284,7 +285,7 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 	w := &wtx{s: s, ctx: ctx, dCounts: map[store.Status]int64{}, dActive: map[string]int{}, seq: s.seq}
 	s.mu.Unlock()
 	start := time.Now()
-	if _, err := s.begin.ExecContext(ctx); err != nil {
+	if _, err := s.exec(ctx, s.begin); err != nil {
 		return s.classify(err)
 	}
 	merged, err := w.mergeClaims(cmds)
@@ -319,7 +320,7 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 		s.abort(ctx)
 		return err
 	}
-	if _, err := s.commit.ExecContext(ctx); err != nil {
+	if _, err := s.exec(ctx, s.commit); err != nil {
 		s.abort(ctx)
 		return s.classify(err)
 	}
@@ -346,7 +347,7 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 // (Store.claimed) may be undone with it, so all are forgotten: an attempt
 // end without one reads its run back.
 func (s *Store) abort(ctx context.Context) {
-	s.rollback.ExecContext(ctx)
+	s.exec(ctx, s.rollback)
 	s.claimed = nil
 }
 
