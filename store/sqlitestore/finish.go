@@ -112,7 +112,7 @@ func endedRun(c claimedRun, id string, rest *store.Run, row []any) store.Run {
 	r.Error, r.ErrorCode = row[3].(string), row[4].(string)
 	if row[5].(int) == 1 {
 		r.Output = nil
-		if b, _ := row[6].([]byte); len(b) > 0 { // an empty blob reads back as NULL does
+		if b, ok := row[6].([]byte); ok { // an empty output reads back empty, not as NULL
 			r.Output = bytes.Clone(b)
 		}
 	}
