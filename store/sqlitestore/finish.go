@@ -50,11 +50,12 @@ func plainChildren(u *store.Update) bool {
 	return a == nil || (a.ParentID == u.RunID && a.Unconditional())
 }
 
-// finishRow is f's row of the merged statement (finishManyHead): the
-// run's id and epoch, then setCols's values as the single statement binds
-// them (setArgs, waitKey); or false if f must run on its own, because its
-// rule's outcome falls back or fails (the single update reports why).
-func finishRow(f *finishCmd) ([]any, store.Outcome, bool) {
+// finishRow appends f's row of the merged statement (finishManyHead) to
+// dst: the run's id and epoch, then setCols's values as the single
+// statement binds them (setArgs, waitKey); or reports false, dst as it
+// was, if f must run on its own, because its rule's outcome falls back or
+// fails (the single update reports why).
+func finishRow(dst []any, f *finishCmd) ([]any, store.Outcome, bool) {
 	u := f.u
 	var admitted int
 	if u.Children != nil {
@@ -62,10 +63,10 @@ func finishRow(f *finishCmd) ([]any, store.Outcome, bool) {
 	}
 	o, fallback, err := f.rule.Outcome(u, admitted)
 	if err != nil || fallback {
-		return nil, o, false
+		return dst, o, false
 	}
 	o = f.rule.Signal(o, false)
-	return append(append([]any{u.RunID, u.Epoch}, setArgs(f.rule, u, &o, false, false)...), waitKey(u, &o)), o, true
+	return append(appendSetArgs(append(dst, u.RunID, u.Epoch), f.rule, u, &o, false, false), waitKey(u, &o)), o, true
 }
 
 // claimedMax bounds Store.claimed. A run leaves it when an attempt's end
@@ -160,37 +161,46 @@ func timeOf(v any) time.Time {
 // among them by one of their own, completeManyHead); the others'
 // statement returns their runs.
 func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
+	b := &w.s.bufs
+	if b.claimed == nil {
+		b.claimed = map[string]int{}
+	}
+	defer b.clearClaims()
 	var cs []*cmd
 	var rows [][]any
 	var outs []store.Outcome
-	ids := map[string]bool{}
+	ids := b.claimed // the runs with a row so far (cleared below)
 	for _, c := range cmds {
 		if c.fin != nil {
 			c.fin.res = store.UpdateResult{}
 		}
 	}
 	for _, c := range cmds {
-		if c.fin == nil || ids[c.fin.u.RunID] { // one row per run: UPDATE … FROM takes one match
+		if c.fin == nil {
 			continue
 		}
-		row, o, ok := finishRow(c.fin)
-		if !ok {
+		if _, dup := ids[c.fin.u.RunID]; dup { // one row per run: UPDATE … FROM takes one match
 			continue
 		}
-		ids[c.fin.u.RunID] = true
+		// Each row is taken from b.finVals as it is appended: one that
+		// grows the buffer leaves the rows before it where they were.
+		at := len(b.finVals)
+		var o store.Outcome
+		var ok bool
+		if b.finVals, o, ok = finishRow(b.finVals, c.fin); !ok {
+			continue
+		}
+		row := b.finVals[at:len(b.finVals):len(b.finVals)]
+		ids[c.fin.u.RunID] = 0
 		cs, rows, outs = append(cs, c), append(rows, row), append(outs, o)
 	}
 	if len(cs) < 2 {
 		return nil, nil
 	}
+	clear(ids)
 	// The runs the statements return, by id: an index into b.gots, whose
 	// runs are too large to be a map's values (each would be allocated on
 	// its own). A run is returned at most once.
-	b := &w.s.bufs
-	if b.claimed == nil {
-		b.claimed = map[string]int{}
-	}
-	defer b.clearClaims()
 	ended := b.claimed
 	var known, completes, unknown [][]any
 	if cap(b.held) < len(cs) {

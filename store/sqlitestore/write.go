@@ -171,9 +171,15 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 		}
 		w.seq++ // the writer is the only one to create runs: no RETURNING needed
 		seq := w.seq
-		row := []any{seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
+		// The row is taken from the batch's buffer as it is appended (one
+		// that grows the buffer leaves the rows before it where they
+		// were), which the writer clears once the batch is over.
+		b := &w.s.bufs
+		at := len(b.runVals)
+		b.runVals = append(b.runVals, seq, nr.ID, nr.Process, a.Event, stored, nullStr(a.ParentID), a.Depth,
 			blob(a.Payload), blob(a.Context), nullStr(a.IdempotencyKey), a.Now.UnixNano(),
-			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore), nullStr(nr.GroupKey)}
+			nr.Priority, nullStr(nr.RateKey), nullStr(nr.ConcurrencyKey), ns(notBefore), nullStr(nr.GroupKey))
+		row := b.runVals[at:len(b.runVals):len(b.runVals)]
 		if w.deferring && len(p.grouped) == 0 { // a debounce below updates a run by its seq
 			w.runs, w.runsOf = append(w.runs, row), append(w.runsOf, w.admitting)
 		} else if err := w.flushRuns(); err != nil {
@@ -354,6 +360,8 @@ type gotRun struct {
 type writerBufs struct {
 	claim   claimScan
 	vals    []any          // the bound values, rows after rows
+	finVals []any          // the attempt ends' rows (finishRow)
+	runVals []any          // the batch's admitted runs' rows (writeAdmit): cleared by clearRuns
 	rows    [][]any        // each row's values in vals
 	gots    []gotRun       // the runs returned
 	claimed map[string]int // index into gots by run id
@@ -367,11 +375,26 @@ type heldRun struct {
 	ok bool
 }
 
+// runValsMax bounds the admitted runs' buffer kept from batch to batch:
+// a larger one (a batch admission of many thousands) is let go.
+const runValsMax = 64 << 10
+
+// clearRuns forgets the batch's admitted runs' rows.
+func (b *writerBufs) clearRuns() {
+	if cap(b.runVals) > runValsMax {
+		b.runVals = nil
+		return
+	}
+	clear(b.runVals)
+	b.runVals = b.runVals[:0]
+}
+
 func (b *writerBufs) clearClaims() {
 	clear(b.vals)
+	clear(b.finVals)
 	clear(b.rows)
 	clear(b.gots)
-	b.vals, b.rows, b.gots = b.vals[:0], b.rows[:0], b.gots[:0]
+	b.vals, b.finVals, b.rows, b.gots = b.vals[:0], b.finVals[:0], b.rows[:0], b.gots[:0]
 	b.claim.r = store.Run{}
 	clear(b.claimed)
 	clear(b.held)
@@ -588,6 +611,11 @@ func attemptsMode(rule *store.Rule) int {
 // signalled outcome if signalled is): the rule's field writes, as modes
 // and values.
 func setArgs(rule *store.Rule, u *store.Update, o *store.Outcome, fallback, signalled bool) []any {
+	return appendSetArgs(make([]any, 0, 15), rule, u, o, fallback, signalled)
+}
+
+// appendSetArgs appends setArgs's values to dst.
+func appendSetArgs(dst []any, rule *store.Rule, u *store.Update, o *store.Outcome, fallback, signalled bool) []any {
 	outW, thenW, retryW := rule.Output, rule.Then, rule.RetryAt
 	if fallback { // the primary outcome's output is not recorded
 		outW, thenW = store.Keep, store.Keep
@@ -602,8 +630,8 @@ func setArgs(rule *store.Rule, u *store.Update, o *store.Outcome, fallback, sign
 	if !o.To.Final() {
 		completed = nil
 	}
-	return []any{string(o.To), o.Error, o.ErrorCode, outMode, out, thenMode, then, retryMode, retryAt,
-		completed, attemptsMode(rule), u.Version}
+	return append(dst, string(o.To), o.Error, o.ErrorCode, outMode, out, thenMode, then, retryMode, retryAt,
+		completed, attemptsMode(rule), u.Version)
 }
 
 // mode turns a field write into setCols's mode (0 keep, 1 set) and value:

@@ -284,6 +284,7 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 	s.mu.Lock()
 	w := &wtx{s: s, ctx: ctx, dCounts: map[store.Status]int64{}, dActive: map[string]int{}, seq: s.seq}
 	s.mu.Unlock()
+	defer s.bufs.clearRuns()
 	start := time.Now()
 	if _, err := s.exec(ctx, s.begin); err != nil {
 		return s.classify(err)
