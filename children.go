@@ -163,7 +163,9 @@ func Join[K EffectKey](c *Ctx, key K, ids []string, k int) ([]JoinResult, error)
 		if err := json.Unmarshal(rec.Output, &out); err != nil {
 			return nil, &Error{Code: CodeInvalidPayload, Op: "join", Msg: "stored outcome of join " + jk + " does not decode", Err: err}
 		}
-		a.e.publish(a.event(EffectReplayed, func(ev *Event) { ev.EffectKey = jk }))
+		ev := a.event(EffectReplayed)
+		ev.EffectKey = jk
+		a.e.publish(ev)
 		return out, nil
 	}
 	// Past waits of this join are over: its children are looked at once,

@@ -180,7 +180,9 @@ func Effect[T any, K EffectKey](c *Ctx, key K, fn func(ctx context.Context) (T, 
 		if err := json.Unmarshal(nullIfEmpty(rec.Output), &v); err != nil {
 			return zero, &Error{Code: CodeInvalidPayload, Op: "effect", Msg: "stored output of " + k + " does not decode", Err: err}
 		}
-		a.e.publish(a.event(EffectReplayed, func(ev *Event) { ev.EffectKey = k }))
+		ev := a.event(EffectReplayed)
+		ev.EffectKey = k
+		a.e.publish(ev)
 		return v, nil
 	}
 	ctx := context.WithValue(context.Context(c), idemKeyCtx{}, idempotencyKey(a.run.ID, k))
@@ -267,10 +269,14 @@ type queuedEnd struct {
 // effectEnded publishes the event of q's end, once written.
 func (a *attempt) effectEnded(q *queuedEnd) {
 	if q.ferr != nil {
-		a.e.publish(a.event(EffectFailed, func(ev *Event) { ev.EffectKey, ev.Error, ev.Duration = q.key, q.ferr.Error(), q.dur }))
+		ev := a.event(EffectFailed)
+		ev.EffectKey, ev.Error, ev.Duration = q.key, q.ferr.Error(), q.dur
+		a.e.publish(ev)
 		return
 	}
-	a.e.publish(a.event(EffectCompleted, func(ev *Event) { ev.EffectKey, ev.Duration = q.key, q.dur }))
+	ev := a.event(EffectCompleted)
+	ev.EffectKey, ev.Duration = q.key, q.dur
+	a.e.publish(ev)
 }
 
 // effectsBefore writes again, before each try of the attempt's end, the
@@ -356,7 +362,9 @@ func resolveEffect[T any](a *attempt, k string, result any) (T, error) {
 	if err := a.finishEffect(k, store.EffectCompleted, out, "", a.e.clock.Now()); err != nil {
 		return zero, err
 	}
-	a.e.publish(a.event(EffectResolved, func(ev *Event) { ev.EffectKey = k }))
+	ev := a.event(EffectResolved)
+	ev.EffectKey = k
+	a.e.publish(ev)
 	return v, nil
 }
 

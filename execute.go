@@ -204,7 +204,7 @@ func (e *Engine) prepare(it *dispatch.Item, r *store.Run) *attempt {
 		a.stopTimer = e.clock.AfterFunc(timeout, func() { a.cancel(errTimeout) })
 	}
 	a.mu.Unlock()
-	e.publish(a.event(RunStarted, nil))
+	e.publish(a.event(RunStarted))
 	return a
 }
 
@@ -432,13 +432,13 @@ func permanent(err error) bool {
 		errors.Is(err, store.ErrNotAdmitted) || errors.Is(err, store.ErrInvalidUpdate)
 }
 
-func (a *attempt) event(t EventType, set func(*Event)) Event {
+// event is the event t of the attempt's run, running. Its callers set the
+// rest of its fields on the copy it returns: an event passed to a function
+// through a pointer it cannot see into would be allocated.
+func (a *attempt) event(t EventType) Event {
 	ev := runEvent(a.run)
 	ev.Type = t
 	ev.Status = StatusRunning
-	if set != nil {
-		set(&ev)
-	}
 	return ev
 }
 

@@ -137,7 +137,9 @@ func (a *attempt) waitStep(op, k, signal string, until time.Time, over json.RawM
 	rec, ok := a.effects[k]
 	a.mu.Unlock()
 	if ok && rec.Status == store.EffectCompleted {
-		a.e.publish(a.event(EffectReplayed, func(ev *Event) { ev.EffectKey = k }))
+		ev := a.event(EffectReplayed)
+		ev.EffectKey = k
+		a.e.publish(ev)
 		return rec.Output, nil
 	}
 	if ok { // waiting, or started by an attempt that was recording its end
