@@ -70,11 +70,7 @@ func (w *wtx) manyStmt(dc any, k manyKind, n int) (driver.Stmt, error) {
 	if st := w.s.many[k][i]; st != nil {
 		return st, nil
 	}
-	pc, ok := dc.(driver.ConnPrepareContext)
-	if !ok {
-		return nil, fmt.Errorf("sqlitestore: the driver connection %T cannot prepare with a context", dc)
-	}
-	st, err := pc.PrepareContext(w.ctx, manySQL(k, n))
+	st, err := prepareOn(w.ctx, dc, manySQL(k, n))
 	if err != nil {
 		return nil, err
 	}
@@ -111,11 +107,7 @@ func (w *wtx) runMany(k manyKind, n int, rows [][]any, scan func(scanner) error)
 		}
 		defer w.s.unbind()
 		if scan == nil {
-			sx, ok := st.(driver.StmtExecContext)
-			if !ok {
-				return fmt.Errorf("sqlitestore: the driver statement %T cannot execute with a context", st)
-			}
-			_, err := sx.ExecContext(w.ctx, nv)
+			_, err := execOn(w.ctx, st, nv)
 			return err
 		}
 		sq, ok := st.(driver.StmtQueryContext)

@@ -75,19 +75,11 @@ func (s *Store) exec(ctx context.Context, st *sql.Stmt, args ...any) (driver.Res
 			if !ok {
 				return errors.New("sqlitestore: a statement not prepared on the writer's connection")
 			}
-			pc, ok := dc.(driver.ConnPrepareContext)
-			if !ok {
-				return fmt.Errorf("sqlitestore: the driver connection %T cannot prepare with a context", dc)
-			}
 			var err error
-			if ds, err = pc.PrepareContext(ctx, q); err != nil {
+			if ds, err = prepareOn(ctx, dc, q); err != nil {
 				return err
 			}
 			s.raw[st] = ds
-		}
-		sx, ok := ds.(driver.StmtExecContext)
-		if !ok {
-			return fmt.Errorf("sqlitestore: the driver statement %T cannot execute with a context", ds)
 		}
 		nv, err := appendValues(s.nv[:0], args)
 		if err != nil {
@@ -95,10 +87,28 @@ func (s *Store) exec(ctx context.Context, st *sql.Stmt, args ...any) (driver.Res
 		}
 		s.nv = nv
 		defer s.unbind()
-		res, err = sx.ExecContext(ctx, nv)
+		res, err = execOn(ctx, ds, nv)
 		return err
 	})
 	return res, err
+}
+
+// prepareOn prepares q on the driver connection dc.
+func prepareOn(ctx context.Context, dc any, q string) (driver.Stmt, error) {
+	pc, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return nil, fmt.Errorf("sqlitestore: the driver connection %T cannot prepare with a context", dc)
+	}
+	return pc.PrepareContext(ctx, q)
+}
+
+// execOn runs st, a statement prepared on the driver connection, with nv.
+func execOn(ctx context.Context, st driver.Stmt, nv []driver.NamedValue) (driver.Result, error) {
+	sx, ok := st.(driver.StmtExecContext)
+	if !ok {
+		return nil, fmt.Errorf("sqlitestore: the driver statement %T cannot execute with a context", st)
+	}
+	return sx.ExecContext(ctx, nv)
 }
 
 // unbind drops the bound values, so that the reused slice does not keep
