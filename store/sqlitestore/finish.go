@@ -166,9 +166,8 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		b.claimed = map[string]int{}
 	}
 	defer b.clearClaims()
-	var cs []*cmd
-	var rows [][]any
-	var outs []store.Outcome
+	cs, rows, outs := b.ends.cs, b.ends.rows, b.ends.outs
+	defer func() { b.ends.cs, b.ends.rows, b.ends.outs = cs, rows, outs }() // kept for the next batch (clearClaims)
 	ids := b.claimed // the runs with a row so far (cleared below)
 	for _, c := range cmds {
 		if c.fin != nil {
@@ -202,7 +201,8 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	// runs are too large to be a map's values (each would be allocated on
 	// its own). A run is returned at most once.
 	ended := b.claimed
-	var known, completes, unknown [][]any
+	known, completes, unknown := b.ends.known, b.ends.completes, b.ends.unknown
+	defer func() { b.ends.known, b.ends.completes, b.ends.unknown = known, completes, unknown }()
 	if cap(b.held) < len(cs) {
 		b.held = make([]heldRun, len(cs))
 	}
@@ -263,7 +263,11 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		return nil, err
 	}
 	w.ended = len(cs)
-	answered := make(map[*cmd]bool, len(cs))
+	if b.answered == nil {
+		b.answered = map[*cmd]bool{}
+	}
+	answered := b.answered // cleared by the writer once the batch is over
+	clear(answered)
 	for i, c := range cs {
 		f := c.fin
 		answered[c] = true

@@ -366,6 +366,15 @@ type writerBufs struct {
 	gots    []gotRun       // the runs returned
 	claimed map[string]int // index into gots by run id
 	held    []heldRun      // the attempt ends' runs as their claims left them
+	// ends are mergeFinishes's lists: its attempt ends, their rows and
+	// outcomes, and the rows of each statement.
+	ends struct {
+		cs                        []*cmd
+		rows                      [][]any
+		outs                      []store.Outcome
+		known, completes, unknown [][]any
+	}
+	answered map[*cmd]bool // the attempt ends mergeFinishes answered
 }
 
 // heldRun is an ended run as its claim left it, if the writer holds it
@@ -398,6 +407,15 @@ func (b *writerBufs) clearClaims() {
 	b.claim.r = store.Run{}
 	clear(b.claimed)
 	clear(b.held)
+	e := &b.ends
+	clear(e.cs)
+	clear(e.rows)
+	clear(e.outs)
+	clear(e.known)
+	clear(e.completes)
+	clear(e.unknown)
+	e.cs, e.rows, e.outs = e.cs[:0], e.rows[:0], e.outs[:0]
+	e.known, e.completes, e.unknown = e.known[:0], e.completes[:0], e.unknown[:0]
 }
 
 // timeline appends the entry of a transition that moved a run from one

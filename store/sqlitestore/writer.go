@@ -316,6 +316,7 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 			return s.classify(err)
 		}
 	}
+	clear(ended) // the writer's map (mergeFinishes): no command kept past its batch
 	// Tests may hold or fail the commit here (internal/commithook).
 	if err := commithook.BeforeCommit(s.path); err != nil {
 		s.abort(ctx)
