@@ -167,8 +167,9 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	}
 	defer b.clearClaims()
 	cs, rows, outs := b.ends.cs, b.ends.rows, b.ends.outs
-	defer func() { b.ends.cs, b.ends.rows, b.ends.outs = cs, rows, outs }() // kept for the next batch (clearClaims)
-	ids := b.claimed                                                        // the runs with a row so far (cleared below)
+	// The lists are kept for the next batch (clearClaims empties them).
+	defer func() { b.ends.cs, b.ends.rows, b.ends.outs = cs, rows, outs }()
+	ids := b.claimed // the runs with a row so far (cleared below)
 	for _, c := range cmds {
 		if c.fin != nil {
 			c.fin.res = store.UpdateResult{}
