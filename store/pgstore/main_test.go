@@ -74,6 +74,40 @@ func factory(opts pgstore.Options) func(t testing.TB, dir string) store.Store {
 // execAll runs the statements qs on s's pool in order, failing the test at
 // the first error (a test's setup, such as taking a schema back to an
 // older version).
+// indexKeys lists the indexes of one of s's tables, each as its key
+// columns joined by commas ("(expression)" for a key that is not a
+// column), keyed by the index's name. It reads the catalogs by the table's
+// oid and never renders an index's definition: rendering one
+// (pg_get_indexdef, which the pg_indexes view calls for every index it
+// reads) fails with "cache lookup failed" when another test drops its
+// schema's tables at the same moment.
+func indexKeys(t *testing.T, s *pgstore.Store, table string) map[string]string {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `SELECT c.relname, string_agg(coalesce(a.attname::text, '(expression)'), ',' ORDER BY k.ord)
+		FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indexrelid
+		CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+		LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum AND k.attnum > 0
+		WHERE i.indrelid = to_regclass($1)
+		GROUP BY c.relname`, s.Schema()+"."+table)
+	if err != nil {
+		t.Fatalf("indexes of %s: %v", table, err)
+	}
+	defer rows.Close()
+	keys := map[string]string{}
+	for rows.Next() {
+		var name, cols string
+		if err := rows.Scan(&name, &cols); err != nil {
+			t.Fatalf("indexes of %s: %v", table, err)
+		}
+		keys[name] = cols
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("indexes of %s: %v", table, err)
+	}
+	return keys
+}
+
 func execAll(t *testing.T, s *pgstore.Store, qs ...string) {
 	t.Helper()
 	for _, q := range qs {

@@ -198,8 +198,12 @@ func schemaKind(ctx context.Context, conn *pgxpool.Conn, name string) (schemaSta
 	}
 	var cols []string
 	if has["schema_version"] {
-		rows, err := conn.Query(ctx, `SELECT column_name || ' ' || data_type FROM information_schema.columns
-			WHERE table_schema = $1 AND table_name = 'schema_version' ORDER BY ordinal_position`, name)
+		// The catalogs are read by the table's oid: a view such as
+		// information_schema.columns may check other schemas' tables
+		// before filtering, and fails if one is dropped meanwhile.
+		rows, err := conn.Query(ctx, `SELECT a.attname::text || ' ' || format_type(a.atttypid, NULL) FROM pg_attribute a
+			WHERE a.attrelid = to_regclass(quote_ident($1) || '.schema_version') AND a.attnum > 0 AND NOT a.attisdropped
+			ORDER BY a.attnum`, name)
 		if err != nil {
 			return 0, nil, err
 		}
