@@ -82,7 +82,7 @@ func (w *wtx) flushRuns() error {
 	for len(w.runs) > 0 {
 		n := 1 << (bits.Len(uint(min(len(w.runs), manyMax))) - 1) // a power of two: no padding rows to insert
 		chunk, of := w.runs[:n], w.runsOf[:n]
-		if err := w.runMany(insertMany, n, chunk, nil); err != nil {
+		if _, err := w.runMany(insertMany, n, chunk, nil); err != nil {
 			for i, r := range chunk {
 				if _, err := w.exec(w.s.st.insRun, r...); err != nil {
 					return runFailed{of[i], err}

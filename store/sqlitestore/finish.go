@@ -3,6 +3,7 @@ package sqlitestore
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -75,40 +76,50 @@ func finishRow(dst []any, f *finishCmd) ([]any, store.Outcome, bool) {
 const claimedMax = 1 << 16
 
 // remember keeps run r as a claim at now left its row (Store.claimed),
-// with the fields the claim returns (claimCols) that an attempt's end
-// returns too. While the run is running at the claim's epoch no statement
-// changes them: a context, a rate state or a lease is all that changes
-// then, and every transition out of running is an attempt's end or an
-// operator's action (Store.update), after which only a new claim, which
-// raises the epoch, makes it running again. So an attempt end that finds
-// its run running at that epoch need not read them back (endedRun).
-func (s *Store) remember(r *store.Run, now time.Time) {
+// with the fields of updCols the claim returns (claimCols): all but those
+// an attempt's end writes, and tl, its timeline entries. While the run is
+// running at the claim's epoch no statement changes them: a context, a
+// rate state or a lease is all that changes then, and every transition out
+// of running is an attempt's end or an operator's action (Store.update),
+// after which only a new claim, which raises the epoch, makes it running
+// again. So an attempt end that finds its run running at that epoch need
+// not read the run back (endedRun).
+func (s *Store) remember(r *store.Run, tl int, now time.Time) {
 	if s.claimed == nil || len(s.claimed) >= claimedMax {
 		s.claimed = make(map[string]claimedRun)
 	}
 	s.claimed[r.ID] = claimedRun{seq: r.Seq, process: r.Process, event: r.Event, correlation: r.CorrelationID, parent: r.ParentID,
-		depth: r.Depth, attempts: r.Attempts, epoch: r.Epoch, started: now.UnixNano()}
+		depth: r.Depth, attempts: r.Attempts, epoch: r.Epoch, started: now.UnixNano(), created: r.CreatedAt.UnixNano(),
+		idem: r.IdempotencyKey, then: r.Then, version: r.Version, rateKey: r.RateKey, concKey: r.ConcurrencyKey, groupKey: r.GroupKey,
+		priority: r.Priority, tl: tl}
 }
 
-// claimedRun is a run as remember keeps it: a tenth of a store.Run's
-// size, since a busy engine has one for each run in flight.
+// claimedRun is a run as remember keeps it: about a third of a
+// store.Run's size, since a busy engine has one for each run in flight.
 type claimedRun struct {
-	seq                                 int64
-	process, event, correlation, parent string
-	depth, attempts                     int
-	epoch, started                      int64
+	seq                                             int64
+	process, event, correlation, parent             string
+	idem, then, version, rateKey, concKey, groupKey string
+	depth, attempts, priority, tl                   int
+	epoch, started, created                         int64
 }
 
 // endedRun is the run an end left, as updCols would return it: what its
-// claim left (c), the rest as the end returned it (rest, restCols) and the
-// end's writes (row: its values as finishManyHead's row takes them, the
-// id, the epoch, setArgs and the wait key), applied as SQLite applies
-// them.
-func endedRun(c claimedRun, id string, rest *store.Run, row []any) store.Run {
+// claim left (c) with the end's writes (row: its values as finishManyHead's
+// row takes them, the id, the epoch, setArgs and the wait key) applied as
+// SQLite applies them, and the run's timeline entries after the end, which
+// adds the attempt's two.
+func endedRun(c claimedRun, id string, row []any) (store.Run, int) {
 	r := store.Run{ID: id, Seq: c.seq, Process: c.process, Event: c.event, CorrelationID: c.correlation, ParentID: c.parent,
 		Depth: c.depth, Attempts: c.attempts, Epoch: c.epoch, StartedAt: time.Unix(0, c.started)}
-	r.CreatedAt, r.IdempotencyKey, r.Then, r.Version = rest.CreatedAt, rest.IdempotencyKey, rest.Then, rest.Version
-	r.Priority, r.RateKey, r.ConcurrencyKey, r.GroupKey = rest.Priority, rest.RateKey, rest.ConcurrencyKey, rest.GroupKey
+	r.CreatedAt, r.IdempotencyKey, r.Then, r.Version = time.Unix(0, c.created), c.idem, c.then, c.version
+	r.Priority, r.RateKey, r.ConcurrencyKey, r.GroupKey = c.priority, c.rateKey, c.concKey, c.groupKey
+	if row[7].(int) == 1 {
+		r.Then = row[8].(string)
+	}
+	if v := row[13].(string); v != "" {
+		r.Version = v
+	}
 	r.Status = store.Status(row[2].(string))
 	r.Error, r.ErrorCode = row[3].(string), row[4].(string)
 	if row[5].(int) == 1 {
@@ -128,7 +139,7 @@ func endedRun(c claimedRun, id string, rest *store.Run, row []any) store.Run {
 		r.Attempts = max(r.Attempts-1, 0)
 	}
 	r.WaitKey, _ = row[14].(string)
-	return r
+	return r, c.tl + 2
 }
 
 // completeRow reports whether finishRow's row holds the values that
@@ -157,9 +168,12 @@ func timeOf(v any) time.Time {
 // (manyMax at a time), if there are several, and returns the commands it
 // answered (their c.err set; their fn is not to run). The ends whose runs
 // the writer holds from their claims (Store.claimed) are made by a
-// statement that returns only what the claims did not (the completions
-// among them by one of their own, completeManyHead); the others'
-// statement returns their runs.
+// statement that returns nothing (the completions among them by one of
+// their own, completeManyHead), their runs being what the claims left with
+// the ends' writes; the others' statement returns their runs. The held
+// ends must change a row each: one that did not find its run as its claim
+// left it fails the batch, which is then retried command by command, where
+// the end reads its run back.
 func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	b := &w.s.bufs
 	if b.claimed == nil {
@@ -234,7 +248,7 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 		}
 		delete(w.s.claimed, u.RunID) // ended now, or not by this claim
 	}
-	err := w.queryMany(finishMany, unknown, func(rs scanner) error {
+	_, err := w.queryMany(finishMany, unknown, func(rs scanner) error {
 		b.gots = append(b.gots, gotRun{})
 		g := &b.gots[len(b.gots)-1]
 		var err error
@@ -247,21 +261,24 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	rest := func(rs scanner) error {
-		b.gots = append(b.gots, gotRun{})
-		g := &b.gots[len(b.gots)-1]
-		var err error
-		if g.tl, err = scanEndedRest(rs, &g.r); err != nil {
-			return err
+	n, err := w.queryMany(finishManyHeld, known, nil)
+	if err != nil {
+		return nil, err
+	}
+	m, err := w.queryMany(completeMany, completes, nil)
+	if err != nil {
+		return nil, err
+	}
+	if want := len(known) + len(completes); n+m != int64(want) {
+		return nil, fmt.Errorf("sqlitestore: %d of %d attempt ends held from their claims found their runs as the claims left them", n+m, want)
+	}
+	for i, c := range cs {
+		if held[i].ok {
+			b.gots = append(b.gots, gotRun{})
+			g := &b.gots[len(b.gots)-1]
+			g.r, g.tl = endedRun(held[i].k, c.fin.u.RunID, rows[i])
+			ended[g.r.ID] = len(b.gots) - 1
 		}
-		ended[g.r.ID] = len(b.gots) - 1
-		return nil
-	}
-	if err := w.queryMany(finishManyRest, known, rest); err != nil {
-		return nil, err
-	}
-	if err := w.queryMany(completeMany, completes, rest); err != nil {
-		return nil, err
 	}
 	w.ended = len(cs)
 	if b.answered == nil {
@@ -281,9 +298,6 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 			continue
 		}
 		g := &b.gots[j]
-		if held[i].ok {
-			g.r = endedRun(held[i].k, f.u.RunID, &g.r, rows[i])
-		}
 		c.err = nil
 		r := g.r
 		w.moved(r.Process, store.StatusRunning, r.Status)

@@ -22,8 +22,8 @@ import (
 // NUL), two ends of one run, ends whose timeline entries are not
 // implicit, runs with every field an admission sets and a run in its
 // second attempt. Half of the merged ends find their runs' claims in the
-// writer's memory (the statement that returns only what the claim did
-// not), half read their runs back.
+// writer's memory (the statement that returns nothing, its runs being
+// their claims' with the ends' writes), half read their runs back.
 func TestAttemptEndsMerged(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 123456789)
@@ -250,6 +250,76 @@ func TestAttemptEndsMerged(t *testing.T) {
 	}
 	if string(want[0].res.Run.Output) != "{\"a\":  1,\n \"b\": \"<&>\"}" {
 		t.Errorf("output stored as %q", want[0].res.Run.Output)
+	}
+}
+
+// TestHeldEndFindsItsRunChanged: an attempt end of a run the writer holds
+// from its claim returns nothing from SQLite, so whether it ended the run
+// is told by the rows it changed. If a run is not as its claim left it
+// (here its epoch is raised behind the writer's back, a change no store
+// call makes without forgetting the claim), its end is refused as fenced,
+// merged with others (whose ends apply) or alone, and never answered as
+// applied.
+func TestHeldEndFindsItsRunChanged(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_700_000_000, 0)
+	s, path := openAt(t, "held.db")
+	ids := []string{"a", "b", "c", "d"}
+	for _, id := range ids {
+		if _, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: id, Process: "p"}}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := s.Claim(ctx, store.ClaimRequest{IDs: ids, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)}); err != nil || len(got) != len(ids) {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	// Runs b (merged below) and d (alone) move to epoch 7 unseen.
+	c := &cmd{fn: func(w *wtx) error {
+		_, err := w.s.conn.ExecContext(w.ctx, "UPDATE runs SET epoch = 7 WHERE id IN ('b', 'd')")
+		return err
+	}, done: make(chan struct{})}
+	if err := s.submit(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if k, ok := s.claimed[id]; !ok || k.epoch != 1 {
+			t.Fatalf("the writer does not hold %s's claim at epoch 1: %+v", id, k)
+		}
+	}
+	complete := func(id string) store.Update {
+		return store.Update{RunID: id, Epoch: 1, Now: now.Add(time.Second), Action: store.ActionComplete, Output: json.RawMessage(`1`)}
+	}
+	release := holdWriter(t, s, path, now)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, id := range ids[:3] {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = s.Update(ctx, complete(id))
+		}()
+	}
+	for len(s.cmds) < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	release()
+	wg.Wait()
+	for i, id := range ids[:3] {
+		want := error(nil)
+		if id == "b" {
+			want = store.ErrFenced
+		}
+		if !errors.Is(errs[i], want) || (want == nil) != (errs[i] == nil) {
+			t.Errorf("merged end of %s: %v, want %v", id, errs[i], want)
+		}
+	}
+	if _, err := s.Update(ctx, complete("d")); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("end of d alone: %v, want %v", err, store.ErrFenced)
+	}
+	for id, want := range map[string]store.Status{"a": store.StatusCompleted, "b": store.StatusRunning, "c": store.StatusCompleted, "d": store.StatusRunning} {
+		if r, err := s.Run(ctx, id); err != nil || r.Status != want {
+			t.Errorf("%s stored as %s (%v), want %s", id, r.Status, err, want)
+		}
 	}
 }
 

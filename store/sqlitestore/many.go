@@ -29,8 +29,8 @@ type manyKind int
 const (
 	claimMany manyKind = iota
 	finishMany
-	finishManyRest // finishMany returning what the claim did not (Store.claimed)
-	completeMany   // finishManyRest for completions (completeRow)
+	finishManyHeld // finishMany for runs held from their claims, returning nothing (Store.claimed)
+	completeMany   // finishManyHeld for completions (completeRow)
 	insertMany     // runs admitted by a batch (flushRuns): never padded
 	manyKinds
 )
@@ -42,8 +42,8 @@ var manyParts = [manyKinds]struct {
 }{
 	claimMany:      {claimManyHead, claimManyTail, 4, ""},
 	finishMany:     {finishManyHead, finishManyTail, 15, ""},
-	finishManyRest: {finishManyHead, finishManyRestTail, 15, ""},
-	completeMany:   {completeManyHead, finishManyRestTail, 6, ""},
+	finishManyHeld: {finishManyHead, finishManyHeldTail, 15, ""},
+	completeMany:   {completeManyHead, finishManyHeldTail, 6, ""},
 	insertMany:     {insertRunsHead, "", 16, insertRunsRow},
 }
 
@@ -80,23 +80,28 @@ func (w *wtx) manyStmt(dc any, k manyKind, n int) (driver.Stmt, error) {
 
 // queryMany runs kind k's statement for rows (each of the kind's values)
 // in as few statements as manyMax allows, and hands each row it returns
-// to scan.
-func (w *wtx) queryMany(k manyKind, rows [][]any, scan func(scanner) error) error {
+// to scan; with scan nil it returns the count of rows the statements
+// changed.
+func (w *wtx) queryMany(k manyKind, rows [][]any, scan func(scanner) error) (int64, error) {
+	var changed int64
 	for len(rows) > 0 {
 		chunk := rows[:min(len(rows), manyMax)]
 		rows = rows[len(chunk):]
-		if err := w.runMany(k, manySize(len(chunk)), chunk, scan); err != nil {
-			return err
+		n, err := w.runMany(k, manySize(len(chunk)), chunk, scan)
+		if err != nil {
+			return changed, err
 		}
+		changed += n
 	}
-	return nil
+	return changed, nil
 }
 
 // runMany runs kind k's statement for n rows on the writer's driver
 // connection with rows' values (the padding rows NULLs) and hands each row
-// it returns to scan; with scan nil it returns no rows (an insert).
-func (w *wtx) runMany(k manyKind, n int, rows [][]any, scan func(scanner) error) error {
-	return w.s.conn.Raw(func(dc any) error {
+// it returns to scan; with scan nil it returns no rows but the count of
+// rows it changed.
+func (w *wtx) runMany(k manyKind, n int, rows [][]any, scan func(scanner) error) (changed int64, err error) {
+	err = w.s.conn.Raw(func(dc any) error {
 		st, err := w.manyStmt(dc, k, n)
 		if err != nil {
 			return err
@@ -107,7 +112,11 @@ func (w *wtx) runMany(k manyKind, n int, rows [][]any, scan func(scanner) error)
 		}
 		defer w.s.unbind()
 		if scan == nil {
-			_, err := execOn(w.ctx, st, nv)
+			res, err := execOn(w.ctx, st, nv)
+			if err != nil {
+				return err
+			}
+			changed, err = res.RowsAffected()
 			return err
 		}
 		sq, ok := st.(driver.StmtQueryContext)
@@ -120,4 +129,5 @@ func (w *wtx) runMany(k manyKind, n int, rows [][]any, scan func(scanner) error)
 		}
 		return w.s.row.each(rs, scan)
 	})
+	return changed, err
 }

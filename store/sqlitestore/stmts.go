@@ -34,17 +34,16 @@ const inlineLimit = 4096
 
 // claimCols are the columns a claim returns: the ones the claim does not
 // set itself, and whether the run was waiting (see the claim statement).
-// A root run's correlation id is NULL, read as the run's own id
-// (claimScan): a copy of the id would cost the writer a string a run.
+// They are every column of updCols but those an attempt's end writes, so
+// that an end of a run the writer holds from its claim (Store.claimed)
+// returns nothing: a statement with RETURNING buffers its rows in a table
+// of its own, which cost a merged end a tenth of its time. A root run's
+// correlation id is NULL, read as the run's own id (claimScan): a copy of
+// the id would cost the writer a string a run.
 var claimCols = fmt.Sprintf(`seq, id, process, event, correlation_id, parent_id, depth,
 	CASE WHEN length(payload) > %[1]d THEN NULL ELSE payload END, CASE WHEN length(context) > %[1]d THEN NULL ELSE context END,
-	coalesce(length(payload) > %[1]d OR length(context) > %[1]d, 0), attempts, epoch, wait_key IS NOT NULL`, inlineLimit)
-
-// restCols are the columns of updCols that neither a claim returns
-// (claimCols) nor an attempt's end writes (setCols), and the run's id: what
-// an attempt end returns when the writer holds its run from the claim
-// (Store.claimed, scanEndedRest).
-const restCols = `id, created_at, idem_key, then_event, version, tl, priority, rate_key, conc_key, group_key`
+	coalesce(length(payload) > %[1]d OR length(context) > %[1]d, 0), attempts, epoch, wait_key IS NOT NULL,
+	created_at, idem_key, then_event, version, tl, priority, rate_key, conc_key, group_key`, inlineLimit)
 
 // updCols are the columns an update returns: all but the payload and
 // context, which an update never changes (store.UpdateResult).
@@ -104,11 +103,12 @@ var (
 		WHERE runs.id = c.column1 AND (+status = 'idle' OR +status = 'waiting' AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= c.column3)
 		RETURNING ` + claimCols
 	// finishSQL ends an attempt: guarded by the epoch, with no read first.
-	finishSQL = finishHead + updCols
-	// finishRestSQL is finishSQL for an end whose run the writer holds from
-	// its claim (Store.claimed): it returns what finishManyRestTail does.
-	finishRestSQL = finishHead + restCols
-	finishHead    = `UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING `
+	finishSQL = `UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols
+	// finishHeldSQL is finishSQL for an end whose run the writer holds from
+	// its claim (Store.claimed), named by its seq (?13): it returns
+	// nothing, the run being its claim's (endedRun), and ends it only if
+	// it is running at the claim's epoch, as finishSQL does.
+	finishHeldSQL = `UPDATE runs SET ` + setCols + ` WHERE seq = ?13 AND status = 'running' AND epoch = ?14`
 	// finishManyHead and finishManyTail make finishSQL for many attempt
 	// ends at once (manySQL), around rows of values, one per end
 	// (finishRow): the run's id and epoch, then setCols's ?1 to ?12 and
@@ -130,16 +130,15 @@ var (
 		WHERE runs.id = c.column1 AND +status = 'running' AND epoch = c.column2`
 	finishManyTail = finishManyWhere + `
 		RETURNING ` + updCols
-	// finishManyRestTail is finishManyTail for the ends whose runs the
+	// finishManyHeldTail is finishManyTail for the ends whose runs the
 	// writer holds from their claims (Store.claimed): each row names its
 	// run by seq, which the claim returned, so the run is found by its
-	// rowid rather than through the id index, and only the fields of
-	// updCols that neither the claim returned nor the end writes come
-	// back (scanEndedRest).
-	finishManyRestTail = `) AS c
-		WHERE runs.seq = c.column1 AND +status = 'running' AND epoch = c.column2
-		RETURNING ` + restCols
-	// completeManyHead is finishManyHead with finishManyRestTail for the
+	// rowid rather than through the id index, and nothing comes back (see
+	// finishHeldSQL); the count of the rows it changed tells whether every
+	// end found its run as the claim left it (mergeFinishes).
+	finishManyHeldTail = `) AS c
+		WHERE runs.seq = c.column1 AND +status = 'running' AND epoch = c.column2`
+	// completeManyHead is finishManyHead with finishManyHeldTail for the
 	// commonest end, a completion whose run the writer holds from its
 	// claim, with the values every completion's row has (completeRow)
 	// written as constants: it binds 6 values a run instead of 15 and
@@ -194,7 +193,7 @@ var (
 
 type stmts struct {
 	// writer
-	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, finishRest, update *sql.Stmt
+	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, finishHeld, update *sql.Stmt
 	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait               *sql.Stmt
 	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                               *sql.Stmt
 	insRollup, insError, selSingleton, selDebounce, debounce                                   *sql.Stmt
@@ -204,7 +203,7 @@ type stmts struct {
 }
 
 func (s *stmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.finishRest, s.update,
+	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.finishHeld, s.update,
 		s.setCtx, s.holdRate, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.effWait,
 		s.selWaiter, s.wake, s.effSignal, s.keepSignal, s.selSignal, s.delSignal, s.insRollup, s.insError,
 		s.selSingleton, s.selDebounce, s.debounce,
@@ -252,7 +251,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			selRunW:    w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			claim:      w(claimSQL),
 			finish:     w(finishSQL),
-			finishRest: w(finishRestSQL),
+			finishHeld: w(finishHeldSQL),
 			update:     w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),
 			setCtx:     w(`UPDATE runs SET context = ? WHERE id = ? AND status = 'running' AND epoch = ?`),
 			holdRate:   w(`UPDATE runs SET rate_tat = max(coalesce(rate_tat, 0), ?1) WHERE id = ?2 AND status = 'running' AND epoch = ?3`),
@@ -347,10 +346,13 @@ func scanRun(sc scanner) (store.Run, int, error) {
 // every row. Variables scanned through an interface escape, so scanning
 // into locals would cost an allocation for each of them in every row.
 type claimScan struct {
-	r                   store.Run
-	correlation, parent sql.NullString
-	large, waited       bool
-	dest                []any
+	r                                store.Run
+	correlation, parent              sql.NullString
+	idem, rateKey, concKey, groupKey sql.NullString
+	created                          int64
+	tl                               int // the run's timeline entries (its claim adds none)
+	large, waited                    bool
+	dest                             []any
 }
 
 // scan reads one row of claimCols into c.r, a run claimed by owner at now
@@ -360,11 +362,14 @@ type claimScan struct {
 func (c *claimScan) scan(sc scanner, owner string, now, until time.Time) (from store.Status, err error) {
 	if c.dest == nil {
 		c.dest = []any{&c.r.Seq, &c.r.ID, &c.r.Process, &c.r.Event, &c.correlation, &c.parent, &c.r.Depth,
-			(*[]byte)(&c.r.Payload), (*[]byte)(&c.r.Context), &c.large, &c.r.Attempts, &c.r.Epoch, &c.waited}
+			(*[]byte)(&c.r.Payload), (*[]byte)(&c.r.Context), &c.large, &c.r.Attempts, &c.r.Epoch, &c.waited,
+			&c.created, &c.idem, &c.r.Then, &c.r.Version, &c.tl, &c.r.Priority, &c.rateKey, &c.concKey, &c.groupKey}
 	}
 	c.r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
 	err = sc.Scan(c.dest...)
 	c.r.ParentID, c.r.CorrelationID = c.parent.String, c.correlation.String
+	c.r.CreatedAt, c.r.IdempotencyKey = time.Unix(0, c.created), c.idem.String
+	c.r.RateKey, c.r.ConcurrencyKey, c.r.GroupKey = c.rateKey.String, c.concKey.String, c.groupKey.String
 	if !c.correlation.Valid {
 		c.r.CorrelationID = c.r.ID
 	}
@@ -373,16 +378,6 @@ func (c *claimScan) scan(sc scanner, owner string, now, until time.Time) (from s
 		from = store.StatusWaiting
 	}
 	return from, err
-}
-
-// scanEndedRest reads one row of restCols into r, the run the end left.
-func scanEndedRest(sc scanner, r *store.Run) (tl int, err error) {
-	var idem, rateKey, concKey, groupKey sql.NullString
-	var created int64
-	err = sc.Scan(&r.ID, &created, &idem, &r.Then, &r.Version, &tl, &r.Priority, &rateKey, &concKey, &groupKey)
-	r.IdempotencyKey, r.CreatedAt = idem.String, time.Unix(0, created)
-	r.RateKey, r.ConcurrencyKey, r.GroupKey = rateKey.String, concKey.String, groupKey.String
-	return tl, err
 }
 
 // scanUpdated reads one row of updCols.

@@ -283,7 +283,7 @@ func (c *claimCmd) each(w *wtx) error {
 			return err
 		}
 		w.moved(cs.r.Process, from, store.StatusRunning)
-		w.s.remember(&cs.r, req.Now)
+		w.s.remember(&cs.r, cs.tl, req.Now)
 		c.add(cs.r, cs.large)
 	}
 	return nil
@@ -317,12 +317,12 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 		b.rows = append(b.rows, b.vals[i:i+manyParts[claimMany].cols])
 	}
 	// The claimed runs by id, as an index into b.gots (see mergeFinishes).
-	err := w.queryMany(claimMany, b.rows, func(rs scanner) error {
+	_, err := w.queryMany(claimMany, b.rows, func(rs scanner) error {
 		from, err := b.claim.scan(rs, "", time.Time{}, time.Time{})
 		if err != nil {
 			return err
 		}
-		b.gots = append(b.gots, gotRun{r: b.claim.r, big: b.claim.large})
+		b.gots = append(b.gots, gotRun{r: b.claim.r, big: b.claim.large, tl: b.claim.tl})
 		w.moved(b.claim.r.Process, from, store.StatusRunning)
 		b.claimed[b.claim.r.ID] = len(b.gots) - 1
 		return nil
@@ -339,15 +339,16 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 			delete(b.claimed, id)
 			g := &b.gots[j]
 			g.r.LeaseOwner, g.r.LeaseExpires, g.r.StartedAt = c.req.Owner, c.req.LeaseUntil, c.req.Now
-			w.s.remember(&g.r, c.req.Now)
+			w.s.remember(&g.r, g.tl, c.req.Now)
 			c.add(g.r, g.big)
 		}
 	}
 	return nil
 }
 
-// gotRun is a run a merged statement returned: whether its data was too
-// large to return (a claim), or its timeline entry count (an end).
+// gotRun is a run a merged statement returned, or an end left (endedRun):
+// whether its data was too large to return (a claim), and its timeline
+// entry count.
 type gotRun struct {
 	r   store.Run
 	big bool
@@ -520,10 +521,17 @@ func (w *wtx) update(u *store.Update) (store.UpdateResult, error) {
 	var r store.Run
 	var tl int
 	switch {
-	case fast && isHeld && held.epoch == u.Epoch: // the rest of the run is held from its claim
-		tl, err = scanEndedRest(w.s.st.finishRest.QueryRowContext(w.ctx, append(args, u.RunID, u.Epoch, waitKey(u, &o))...), &r)
-		if err == nil {
-			r = endedRun(held, u.RunID, &r, append(append([]any{u.RunID, u.Epoch}, args...), waitKey(u, &o)))
+	case fast && isHeld && held.epoch == u.Epoch: // the run is held from its claim
+		var res sql.Result
+		var n int64
+		if res, err = w.exec(w.s.st.finishHeld, append(args, held.seq, u.Epoch, waitKey(u, &o))...); err == nil {
+			n, err = res.RowsAffected()
+		}
+		switch {
+		case err == nil && n == 0:
+			err = sql.ErrNoRows
+		case err == nil:
+			r, tl = endedRun(held, u.RunID, append(append([]any{u.RunID, u.Epoch}, args...), waitKey(u, &o)))
 		}
 	case fast:
 		r, tl, err = scanUpdated(w.s.st.finish.QueryRowContext(w.ctx, append(args, u.RunID, u.Epoch, waitKey(u, &o))...))

@@ -104,6 +104,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestClaimsMerged"), sqlConf("Children/JoinOf100")},
 	},
 	{
+		Name:      "held-end-changes-unchecked",
+		Guarantee: "an attempt end of a run held from its claim, which returns nothing, is answered as applied only if it changed the run's row",
+		Edits: []Edit{{
+			File: "store/sqlitestore/finish.go",
+			Old:  "n+m != int64(want)",
+			New:  "n+m < 0",
+		}},
+		Tests: []Test{sqlTest("TestHeldEndFindsItsRunChanged")},
+	},
+	{
 		Name:      "queued-effect-event-after-run-end",
 		Guarantee: "an effect's event comes before its run's end event, however slow its delivery",
 		Edits: []Edit{{
@@ -560,8 +570,28 @@ var coreMutations = []Mutation{
 		Guarantee: "an attempt end answered from its run's claim returns the run exactly as stored",
 		Edits: []Edit{{
 			File: "store/sqlitestore/finish.go",
-			Old:  "r.CreatedAt, r.IdempotencyKey, r.Then, r.Version = rest.CreatedAt, rest.IdempotencyKey, rest.Then, rest.Version",
-			New:  "r.CreatedAt, r.IdempotencyKey = rest.CreatedAt, rest.IdempotencyKey",
+			Old:  "r.CreatedAt, r.IdempotencyKey, r.Then, r.Version = time.Unix(0, c.created), c.idem, c.then, c.version",
+			New:  "r.CreatedAt, r.IdempotencyKey = time.Unix(0, c.created), c.idem",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
+		Name:      "end-from-claim-keeps-claimed-version",
+		Guarantee: "an attempt end answered from its run's claim returns the version the end wrote, not the claim's",
+		Edits: []Edit{{
+			File: "store/sqlitestore/finish.go",
+			Old:  "if v := row[13].(string); v != \"\" {",
+			New:  "if v := row[13].(string); v == \"-\" {",
+		}},
+		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
+		Name:      "end-from-claim-keeps-claimed-then",
+		Guarantee: "an attempt end answered from its run's claim returns the follow-up event the end wrote, not the claim's",
+		Edits: []Edit{{
+			File: "store/sqlitestore/finish.go",
+			Old:  "if row[7].(int) == 1 {\n\t\tr.Then = row[8].(string)",
+			New:  "if row[7].(int) == 2 {\n\t\tr.Then = row[8].(string)",
 		}},
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
@@ -695,8 +725,8 @@ var coreMutations = []Mutation{
 		Guarantee: "an attempt end made alone and answered from its run's claim returns the run exactly as stored",
 		Edits: []Edit{{
 			File: "store/sqlitestore/write.go",
-			Old:  "r = endedRun(held, u.RunID, &r, append(append([]any{u.RunID, u.Epoch}, args...), waitKey(u, &o)))",
-			New:  "r = endedRun(held, u.RunID, &r, append(append([]any{u.RunID, u.Epoch}, args...), nil))",
+			Old:  "r, tl = endedRun(held, u.RunID, append(append([]any{u.RunID, u.Epoch}, args...), waitKey(u, &o)))",
+			New:  "r, tl = endedRun(held, u.RunID, append(append([]any{u.RunID, u.Epoch}, args...), nil))",
 		}},
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
 	},
