@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/yella-go/yella/store"
@@ -439,7 +440,8 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 	// One allocation holds the command, the update and its answer: the
 	// update made on its own (fn) and one ended with the batch's other
 	// attempt ends (mergeFinishes) both answer in uc.fin.res.
-	uc := &updateCmd{u: u}
+	uc := updateCmds.Get().(*updateCmd)
+	uc.u = u
 	uc.fn = func(w *wtx) error {
 		var err error
 		uc.fin.res, err = w.update(&uc.u)
@@ -450,8 +452,20 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 	}
 	uc.done = make(chan struct{})
 	err := s.submit(ctx, &uc.cmd)
-	return uc.fin.res, err
+	res := uc.fin.res
+	select {
+	case <-uc.done: // answered: the writer is done with it
+		*uc = updateCmd{}
+		updateCmds.Put(uc)
+	default: // never queued
+	}
+	return res, err
 }
+
+// updateCmds are Update's commands, reused once answered: a command holds
+// an update and its answer (about a kilobyte), and an engine makes one for
+// every attempt's end.
+var updateCmds = sync.Pool{New: func() any { return new(updateCmd) }}
 
 // updateCmd is an Update's command.
 type updateCmd struct {
