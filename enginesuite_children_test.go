@@ -107,6 +107,14 @@ func childrenCases() []Case {
 			}))
 			id := h.One(e, "batch", nil)
 			h.WaitStatus(id, store.StatusWaiting)
+			// The parent's slot is freed once its wait has settled, the join
+			// watched (its settle looks at the children once, after its
+			// commit): the children end after that, or the settle's own
+			// look may find them ended and wake the parent itself.
+			h.WaitFor("the parent's wait settled", func() bool {
+				m, err := e.Metrics(h.Ctx())
+				return err == nil && m.Dispatcher.Running == 3
+			})
 			close(gate)
 			// WaitStatus gives up after 5 s, half the join's poll: only a
 			// child's end can have woken the parent.
