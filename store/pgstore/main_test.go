@@ -74,6 +74,15 @@ func factory(opts pgstore.Options) func(t testing.TB, dir string) store.Store {
 // execAll runs the statements qs on s's pool in order, failing the test at
 // the first error (a test's setup, such as taking a schema back to an
 // older version).
+func execAll(t *testing.T, s *pgstore.Store, qs ...string) {
+	t.Helper()
+	for _, q := range qs {
+		if _, err := s.Pool().Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
 // indexKeys lists the indexes of one of s's tables, each as its key
 // columns joined by commas ("(expression)" for a key that is not a
 // column), keyed by the index's name. It reads the catalogs by the table's
@@ -106,13 +115,4 @@ func indexKeys(t *testing.T, s *pgstore.Store, table string) map[string]string {
 		t.Fatalf("indexes of %s: %v", table, err)
 	}
 	return keys
-}
-
-func execAll(t *testing.T, s *pgstore.Store, qs ...string) {
-	t.Helper()
-	for _, q := range qs {
-		if _, err := s.Pool().Exec(context.Background(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 }

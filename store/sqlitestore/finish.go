@@ -94,7 +94,7 @@ func (s *Store) remember(r *store.Run, tl int, now time.Time) {
 		priority: r.Priority, tl: tl}
 }
 
-// claimedRun is a run as remember keeps it: about a third of a
+// claimedRun is a run as remember keeps it: under half of a
 // store.Run's size, since a busy engine has one for each run in flight.
 type claimedRun struct {
 	seq                                             int64

@@ -36,8 +36,8 @@ const inlineLimit = 4096
 // set itself, and whether the run was waiting (see the claim statement).
 // They are every column of updCols but those an attempt's end writes, so
 // that an end of a run the writer holds from its claim (Store.claimed)
-// returns nothing: a statement with RETURNING buffers its rows in a table
-// of its own, which cost a merged end a tenth of its time. A root run's
+// returns nothing: SQLite runs a statement with RETURNING by writing its
+// rows to a table of its own and reading them back. A root run's
 // correlation id is NULL, read as the run's own id (claimScan): a copy of
 // the id would cost the writer a string a run.
 var claimCols = fmt.Sprintf(`seq, id, process, event, correlation_id, parent_id, depth,
