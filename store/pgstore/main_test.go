@@ -85,7 +85,8 @@ func execAll(t *testing.T, s *pgstore.Store, qs ...string) {
 
 // indexKeys lists the indexes of one of s's tables, each as its key
 // columns joined by commas ("(expression)" for a key that is not a
-// column), keyed by the index's name. It reads the catalogs by the table's
+// column), keyed by the index's name; it fails the test if it finds none
+// (the table is not there). It reads the catalogs by the table's
 // oid and never renders an index's definition: rendering one
 // (pg_get_indexdef, which the pg_indexes view calls for every index it
 // reads) fails with "cache lookup failed" when another test drops its
@@ -113,6 +114,9 @@ func indexKeys(t *testing.T, s *pgstore.Store, table string) map[string]string {
 	}
 	if err := rows.Err(); err != nil {
 		t.Fatalf("indexes of %s: %v", table, err)
+	}
+	if len(keys) == 0 { // every table here has a primary key: the table was not found
+		t.Fatalf("no indexes of %s.%s found", s.Schema(), table)
 	}
 	return keys
 }

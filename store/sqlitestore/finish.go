@@ -272,14 +272,6 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	if want := len(known) + len(completes); n+m != int64(want) {
 		return nil, fmt.Errorf("sqlitestore: %d of %d attempt ends held from their claims found their runs as the claims left them", n+m, want)
 	}
-	for i, c := range cs {
-		if held[i].ok {
-			b.gots = append(b.gots, gotRun{})
-			g := &b.gots[len(b.gots)-1]
-			g.r, g.tl = endedRun(held[i].k, c.fin.u.RunID, rows[i])
-			ended[g.r.ID] = len(b.gots) - 1
-		}
-	}
 	w.ended = len(cs)
 	if b.answered == nil {
 		b.answered = map[*cmd]bool{}
@@ -289,24 +281,27 @@ func (w *wtx) mergeFinishes(cmds []*cmd) (map[*cmd]bool, error) {
 	for i, c := range cs {
 		f := c.fin
 		answered[c] = true
-		j, ok := ended[f.u.RunID]
-		if !ok { // the epoch no longer owns the run
+		var r store.Run
+		var tl int
+		if held[i].ok { // ended: every held end changed its row (above)
+			r, tl = endedRun(held[i].k, f.u.RunID, rows[i])
+		} else if j, ok := ended[f.u.RunID]; ok {
+			r, tl = b.gots[j].r, b.gots[j].tl
+		} else { // the epoch no longer owns the run
 			c.err = w.notFoundOr(f.u.RunID, store.ErrFenced)
 			if !isSentinel(c.err) {
 				return nil, c.err
 			}
 			continue
 		}
-		g := &b.gots[j]
 		c.err = nil
-		r := g.r
 		w.moved(r.Process, store.StatusRunning, r.Status)
 		ran := r.Attempts
 		if f.rule.RefundAttempt {
 			ran++
 		}
-		if !implicitEnd(&r, store.StatusRunning, g.tl, f.u.Now, outs[i].Note) {
-			if err := w.timeline(&r, store.StatusRunning, ran, g.tl, f.u.Now, outs[i].Error, outs[i].ErrorCode, outs[i].Note); err != nil {
+		if !implicitEnd(&r, store.StatusRunning, tl, f.u.Now, outs[i].Note) {
+			if err := w.timeline(&r, store.StatusRunning, ran, tl, f.u.Now, outs[i].Error, outs[i].ErrorCode, outs[i].Note); err != nil {
 				return nil, err
 			}
 		}

@@ -347,9 +347,8 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 	return nil
 }
 
-// gotRun is a run a merged statement returned, or an end left (endedRun):
-// whether its data was too large to return (a claim), and its timeline
-// entry count.
+// gotRun is a run a merged statement returned: whether its data was too
+// large to return (a claim), and its timeline entry count.
 type gotRun struct {
 	r   store.Run
 	big bool
