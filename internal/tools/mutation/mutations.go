@@ -867,9 +867,9 @@ var coreMutations = []Mutation{
 		Guarantee: "a completion and its follow-ups commit together: no crash leaves one without the other",
 		Edits: []Edit{{
 			File: "lifecycle.go",
-			Old:  "\treturn e.persist(\"finish\", func() error {\n\t\tif c.before != nil {\n\t\t\tif err := c.before(); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n\t\tvar err error\n\t\t*res, err = e.store.Update(ctx, c.u)\n\t\treturn err\n\t})\n",
+			Old:  "\treturn e.persist(\"finish\", func() error {\n\t\tif c.before != nil {\n\t\t\tif err := c.before(); err != nil {\n\t\t\t\treturn err\n\t\t\t}\n\t\t}\n\t\treturn e.update(ctx, c, res)\n\t})\n",
 			New: "\tchildren := c.u.Children\n\tc.u.Children, c.u.NoChildren = nil, nil\n\tdefer func() { c.u.Children = children }()\n" +
-				"\terr := e.persist(\"finish\", func() error {\n\t\tvar err error\n\t\t*res, err = e.store.Update(ctx, c.u)\n\t\treturn err\n\t})\n" +
+				"\terr := e.persist(\"finish\", func() error {\n\t\treturn e.update(ctx, c, res)\n\t})\n" +
 				"\tif err == nil && children != nil {\n\t\tres.Children, err = e.store.Admit(ctx, *children)\n\t}\n\treturn err\n",
 		}},
 		Tests: []Test{crashPoints.short()},
