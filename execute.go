@@ -104,7 +104,7 @@ func (e *Engine) begin(it *dispatch.Item) *attempt {
 		return nil
 	}
 	now := e.clock.Now()
-	req := store.ClaimRequest{IDs: []string{it.ID}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)}
+	req := store.ClaimRequest{IDs: []string{it.ID}, Seqs: []int64{it.Seq}, Owner: e.owner, Now: now, LeaseUntil: now.Add(e.cfg.LeaseTimeout)}
 	if f := it.Flow; f != nil && !f.TAT.IsZero() {
 		// The start is dated when the rate key granted it, a moment ago:
 		// the recorded starts of a key then obey its limit exactly.

@@ -409,6 +409,11 @@ type ClaimRequest struct {
 	// time of its rate key (Rate.Allow; zero for a run without one). It is
 	// stored with the claim, so that RateStates finds it after a restart.
 	RateTATs []time.Time
+	// Seqs, when set, holds the seq of each of IDs as the store reported
+	// it (Run.Seq, Pending.Seq), for a store that keeps what it knows of
+	// recently admitted runs by seq. The IDs alone decide which runs are
+	// claimed: a seq that does not belong to its id is ignored.
+	Seqs []int64
 }
 
 // Lease identifies one held run in a heartbeat.

@@ -27,7 +27,8 @@ const manyMax = 128
 type manyKind int
 
 const (
-	claimMany manyKind = iota
+	claimMany      manyKind = iota
+	claimFreshMany          // claimMany for runs kept as admitted (Store.fresh), by seq
 	finishMany
 	finishManyHeld // finishMany for runs held from their claims, returning nothing (Store.claimed)
 	completeMany   // finishManyHeld for completions (completeRow)
@@ -41,6 +42,7 @@ var manyParts = [manyKinds]struct {
 	row        string // one row's values; "": cols parameters
 }{
 	claimMany:      {claimManyHead, claimManyTail, 4, ""},
+	claimFreshMany: {claimFreshManyHead, claimFreshManyTail, 4, ""},
 	finishMany:     {finishManyHead, finishManyTail, 15, ""},
 	finishManyHeld: {finishManyHead, finishManyHeldTail, 15, ""},
 	completeMany:   {completeManyHead, finishManyHeldTail, 6, ""},

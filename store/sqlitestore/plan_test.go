@@ -30,6 +30,8 @@ func TestPlans(t *testing.T) {
 		{"claim", claimSQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
 		{"finish", finishSQL, []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
 		{"claims together", manySQL(claimMany, 4), []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
+		{"claim of a kept run", claimFreshSQL, []string{"SEARCH runs USING INTEGER PRIMARY KEY (rowid=?)"}},
+		{"claims of kept runs together", manySQL(claimFreshMany, 4), []string{"SEARCH runs USING INTEGER PRIMARY KEY (rowid=?)"}},
 		{"attempt ends together", manySQL(finishMany, 4), []string{"SEARCH runs USING INDEX sqlite_autoindex_runs_1 (id=?)"}},
 		{"pending", pendingSQL, []string{"MERGE (UNION ALL)", "SEARCH runs USING INDEX runs_status (status=? AND rowid>?)",
 			"SEARCH runs USING INDEX runs_wait_due (seq>?)"}},

@@ -26,6 +26,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"log/slog"
 	"net/url"
@@ -177,6 +178,14 @@ type Store struct {
 	// claimed holds the runs this writer claimed, by id, as each claim
 	// left its row (see remember); only the writer uses it.
 	claimed map[string]claimedRun
+	// fresh holds the runs this writer admitted last, each in the slot of
+	// its seq, as their admissions wrote them (see keepFresh); claiming
+	// reports that the writer has claimed a run. Only the writer uses
+	// them.
+	fresh      []freshRun
+	freshNames freshNames
+	freshSeed  maphash.Seed
+	claiming   bool
 }
 
 var (
@@ -317,6 +326,7 @@ func Open(path string, opts Options) (*Store, error) {
 		path: path, opts: opts, log: opts.Logger, lock: lock, exclusive: exclusive,
 		cmds: make(chan *cmd, 4*opts.MaxBatch), writerDone: make(chan struct{}),
 		counts: map[store.Status]int64{}, active: map[string]int{}, live: map[string]bool{},
+		freshSeed: maphash.MakeSeed(),
 	}
 	if err := s.open(); err != nil {
 		s.closeDBs()

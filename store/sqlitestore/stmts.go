@@ -45,6 +45,12 @@ var claimCols = fmt.Sprintf(`seq, id, process, event, correlation_id, parent_id,
 	coalesce(length(payload) > %[1]d OR length(context) > %[1]d, 0), attempts, epoch, wait_key IS NOT NULL,
 	created_at, idem_key, then_event, version, tl, priority, rate_key, conc_key, group_key`, inlineLimit)
 
+// freshCols are the columns the claim of a run kept as admitted returns
+// (claimFreshSQL): its seq, its payload and context unless too large
+// (claimCols), and whether they were.
+var freshCols = fmt.Sprintf(`seq, CASE WHEN length(payload) > %[1]d THEN NULL ELSE payload END,
+	CASE WHEN length(context) > %[1]d THEN NULL ELSE context END, coalesce(length(payload) > %[1]d OR length(context) > %[1]d, 0)`, inlineLimit)
+
 // updCols are the columns an update returns: all but the payload and
 // context, which an update never changes (store.UpdateResult).
 const updCols = `seq, id, process, event, coalesce(correlation_id, id), parent_id, depth, status, output,
@@ -102,6 +108,27 @@ var (
 	claimManyTail = `) AS c
 		WHERE runs.id = c.column1 AND (+status = 'idle' OR +status = 'waiting' AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= c.column3)
 		RETURNING ` + claimCols
+	// claimFreshSQL is claimSQL for a run the writer keeps as admitted
+	// (Store.fresh), named by its seq (?5): it claims the run only while
+	// the run is as its admission left it, idle with its one timeline
+	// entry (every other change of a run adds one; a kept run was due at
+	// once, and its retry time changes only with a change that adds an
+	// entry), and returns only what the writer does not keep (freshCols).
+	// A run it does not claim is then asked for by claimSQL in the same
+	// transaction.
+	claimFreshSQL = `UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = ?1, lease_expires = ?2,
+		started_at = ?3, retry_at = NULL, output = NULL, rate_tat = coalesce(?4, rate_tat), wait_key = NULL
+		WHERE seq = ?5 AND +status = 'idle' AND tl = 1
+		RETURNING ` + freshCols
+	// claimFreshManyHead and claimFreshManyTail make claimFreshSQL for
+	// many runs at once (manySQL), around rows of values (seq, owner, now,
+	// lease until), one per run.
+	claimFreshManyHead = `UPDATE runs SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = c.column2,
+		lease_expires = c.column4, started_at = c.column3, retry_at = NULL, output = NULL, wait_key = NULL
+		FROM (VALUES `
+	claimFreshManyTail = `) AS c
+		WHERE runs.seq = c.column1 AND +status = 'idle' AND tl = 1
+		RETURNING ` + freshCols
 	// finishSQL ends an attempt: guarded by the epoch, with no read first.
 	finishSQL = `UPDATE runs SET ` + setCols + ` WHERE id = ?13 AND status = 'running' AND epoch = ?14 RETURNING ` + updCols
 	// finishHeldSQL is finishSQL for an end whose run the writer holds from
@@ -193,17 +220,17 @@ var (
 
 type stmts struct {
 	// writer
-	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, finish, finishHeld, update *sql.Stmt
-	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait               *sql.Stmt
-	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                               *sql.Stmt
-	insRollup, insError, selSingleton, selDebounce, debounce                                   *sql.Stmt
+	insRun, insTL, insTL2, selIdem, selKept, seqOf, selRunW, claim, claimFresh, finish, finishHeld, update *sql.Stmt
+	setCtx, holdRate, heartbeat, effStart, effFinish, effClear, effDone, effWait                           *sql.Stmt
+	selWaiter, wake, effSignal, keepSignal, selSignal, delSignal                                           *sql.Stmt
+	insRollup, insError, selSingleton, selDebounce, debounce                                               *sql.Stmt
 	// readers
 	selRun, selEffects, selTimeline, selData, selRunTL, selChain, selPending, selRunning, selRates *sql.Stmt
 	rselIdem, rselKept                                                                             *sql.Stmt
 }
 
 func (s *stmts) all() []*sql.Stmt {
-	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.finish, s.finishHeld, s.update,
+	return []*sql.Stmt{s.insRun, s.insTL, s.insTL2, s.selIdem, s.selKept, s.seqOf, s.selRunW, s.claim, s.claimFresh, s.finish, s.finishHeld, s.update,
 		s.setCtx, s.holdRate, s.heartbeat, s.effStart, s.effFinish, s.effClear, s.effDone, s.effWait,
 		s.selWaiter, s.wake, s.effSignal, s.keepSignal, s.selSignal, s.delSignal, s.insRollup, s.insError,
 		s.selSingleton, s.selDebounce, s.debounce,
@@ -250,6 +277,7 @@ func (s *Store) prepare(ctx context.Context) error {
 			seqOf:      w(`SELECT seq FROM runs WHERE id = ?`),
 			selRunW:    w(`SELECT ` + runCols + ` FROM runs WHERE id = ?`),
 			claim:      w(claimSQL),
+			claimFresh: w(claimFreshSQL),
 			finish:     w(finishSQL),
 			finishHeld: w(finishHeldSQL),
 			update:     w(`UPDATE runs SET ` + setCols + ` WHERE seq = ?13 RETURNING ` + updCols),

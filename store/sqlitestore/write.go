@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -196,6 +197,7 @@ func (w *wtx) writeAdmit(a *store.Admission, p *admitPlan) error {
 			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: notBeforeOf(notBefore),
 			GroupKey: nr.GroupKey,
 		})
+		w.s.keepFresh(&p.res.Admitted[len(p.res.Admitted)-1])
 	}
 	for _, g := range p.grouped {
 		r := g.run
@@ -266,12 +268,29 @@ func (c *claimCmd) mergeable() bool { return len(c.req.RateTATs) == 0 }
 
 // each claims the request's runs one statement each.
 func (c *claimCmd) each(w *wtx) error {
+	w.s.claiming = true
 	c.out, c.large = c.out[:0], c.large[:0]
 	req := &c.req
 	for i, id := range req.IDs {
 		var tat any
 		if i < len(req.RateTATs) {
 			tat = ns(req.RateTATs[i])
+		}
+		if f := w.s.freshOf(id, freshSeq(req, i)); f != nil {
+			fs := &w.s.bufs.fresh
+			err := fs.scan(w.s.st.claimFresh.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, f.seq))
+			if err == nil {
+				r := w.s.claimedFresh(f, id, req.Owner, req.Now, req.LeaseUntil, fs.payload, fs.context)
+				fs.payload, fs.context = nil, nil
+				w.moved(r.Process, store.StatusIdle, store.StatusRunning)
+				w.s.remember(&r, 1, req.Now)
+				c.add(r, fs.large)
+				continue
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			// Changed since its admission, or not claimable: as any other.
 		}
 		// The running timeline entry stays implicit until the attempt ends.
 		cs := &w.s.bufs.claim
@@ -308,16 +327,68 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 		b.claimed = map[string]int{}
 	}
 	defer b.clearClaims()
+	w.s.claiming = true
+	// b.claimed holds each run asked for, by id, from its first asker: an
+	// index into b.gots once the statement that returns runs has returned
+	// it, claimNone until then, or for a run the writer keeps as admitted
+	// (Store.fresh) freshFirst minus its index into b.cands. The kept runs
+	// are claimed first, by a statement that returns only their data; those
+	// it does not claim are then asked for with the others.
+	const claimNone, freshFirst = -1, -2
 	for _, c := range cs {
 		c.out, c.large = c.out[:0], c.large[:0]
-		for _, id := range c.req.IDs {
+		for i, id := range c.req.IDs {
+			if _, dup := b.claimed[id]; dup {
+				continue
+			}
+			if f := w.s.freshOf(id, freshSeq(&c.req, i)); f != nil {
+				b.claimed[id] = freshFirst - len(b.cands)
+				b.cands = append(b.cands, freshCand{f: f, c: c, id: id})
+				b.finVals = append(b.finVals, f.seq, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano())
+				continue
+			}
+			b.claimed[id] = claimNone
 			b.vals = append(b.vals, id, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano())
 		}
 	}
-	for i := 0; i < len(b.vals); i += manyParts[claimMany].cols {
-		b.rows = append(b.rows, b.vals[i:i+manyParts[claimMany].cols])
+	const cols = 4 // claimFreshMany's and claimMany's
+	if len(b.cands) > 0 {
+		if b.candOf == nil {
+			b.candOf = map[int64]int{}
+		}
+		for k := range b.cands {
+			b.candOf[b.cands[k].f.seq] = k
+		}
+		for i := 0; i < len(b.finVals); i += cols {
+			b.rows = append(b.rows, b.finVals[i:i+cols])
+		}
+		_, err := w.queryMany(claimFreshMany, b.rows, func(rs scanner) error {
+			if err := b.fresh.scan(rs); err != nil {
+				return err
+			}
+			k, ok := b.candOf[b.fresh.seq]
+			if !ok {
+				return fmt.Errorf("sqlitestore: a claim returned run seq %d, which it did not ask for", b.fresh.seq)
+			}
+			cd := &b.cands[k]
+			cd.ok, cd.payload, cd.context, cd.large = true, b.fresh.payload, b.fresh.context, b.fresh.large
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		clear(b.rows)
+		b.rows = b.rows[:0]
+		for k := range b.cands {
+			if cd := &b.cands[k]; !cd.ok {
+				b.claimed[cd.id] = claimNone
+				b.vals = append(b.vals, cd.id, cd.c.req.Owner, cd.c.req.Now.UnixNano(), cd.c.req.LeaseUntil.UnixNano())
+			}
+		}
 	}
-	// The claimed runs by id, as an index into b.gots (see mergeFinishes).
+	for i := 0; i < len(b.vals); i += cols {
+		b.rows = append(b.rows, b.vals[i:i+cols])
+	}
 	_, err := w.queryMany(claimMany, b.rows, func(rs scanner) error {
 		from, err := b.claim.scan(rs, "", time.Time{}, time.Time{})
 		if err != nil {
@@ -334,10 +405,18 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 	for _, c := range cs {
 		for _, id := range c.req.IDs {
 			j, ok := b.claimed[id]
-			if !ok {
+			if !ok || j == claimNone {
 				continue
 			}
 			delete(b.claimed, id)
+			if j <= freshFirst {
+				cd := &b.cands[freshFirst-j]
+				r := w.s.claimedFresh(cd.f, id, c.req.Owner, c.req.Now, c.req.LeaseUntil, cd.payload, cd.context)
+				w.moved(r.Process, store.StatusIdle, store.StatusRunning)
+				w.s.remember(&r, 1, c.req.Now)
+				c.add(r, cd.large)
+				continue
+			}
 			g := &b.gots[j]
 			g.r.LeaseOwner, g.r.LeaseExpires, g.r.StartedAt = c.req.Owner, c.req.LeaseUntil, c.req.Now
 			w.s.remember(&g.r, g.tl, c.req.Now)
@@ -360,6 +439,9 @@ type gotRun struct {
 // Each is cleared after use, so that none keeps a run's data alive.
 type writerBufs struct {
 	claim   claimScan
+	fresh   freshScan
+	cands   []freshCand    // the batch's claims of runs kept as admitted
+	candOf  map[int64]int  // index into cands by seq
 	vals    []any          // the bound values, rows after rows
 	finVals []any          // the attempt ends' rows (finishRow)
 	runVals []any          // the batch's admitted runs' rows (writeAdmit): cleared by clearRuns
@@ -376,6 +458,17 @@ type writerBufs struct {
 		known, completes, unknown [][]any
 	}
 	answered map[*cmd]bool // the attempt ends mergeFinishes answered
+}
+
+// freshCand is a claim of a run the writer keeps as admitted: the run,
+// its first asker, its id, and, once claimed (ok), the data the claim
+// returned.
+type freshCand struct {
+	f                *freshRun
+	c                *claimCmd
+	id               string
+	ok, large        bool
+	payload, context []byte
 }
 
 // heldRun is an ended run as its claim left it, if the writer holds it
@@ -406,6 +499,10 @@ func (b *writerBufs) clearClaims() {
 	clear(b.gots)
 	b.vals, b.finVals, b.rows, b.gots = b.vals[:0], b.finVals[:0], b.rows[:0], b.gots[:0]
 	b.claim.r = store.Run{}
+	b.fresh.payload, b.fresh.context = nil, nil
+	clear(b.cands)
+	b.cands = b.cands[:0]
+	clear(b.candOf)
 	clear(b.claimed)
 	clear(b.held)
 	e := &b.ends

@@ -347,10 +347,12 @@ func (s *Store) tryBatch(cmds []*cmd) error {
 
 // abort rolls the writer's transaction back. The claims remembered in it
 // (Store.claimed) may be undone with it, so all are forgotten: an attempt
-// end without one reads its run back.
+// end without one reads its run back. So are the admitted runs kept
+// (Store.fresh): the seqs of the runs it admitted are given again.
 func (s *Store) abort(ctx context.Context) {
 	s.exec(ctx, s.rollback)
 	s.claimed = nil
+	clear(s.fresh)
 }
 
 // mergeClaims makes the mergeable claims among cmds in one statement, if

@@ -550,8 +550,8 @@ var coreMutations = []Mutation{
 		Guarantee: "claims that share a statement take only runs that are due",
 		Edits: []Edit{{
 			File: "store/sqlitestore/stmts.go",
-			Old:  "AND (retry_at IS NULL OR retry_at <= c.column3)",
-			New:  "",
+			Old:  "AND retry_at IS NOT NULL) AND (retry_at IS NULL OR retry_at <= c.column3)",
+			New:  "AND retry_at IS NOT NULL)",
 		}},
 		Tests: []Test{sqlTest("TestClaimsMerged")},
 	},
@@ -584,6 +584,30 @@ var coreMutations = []Mutation{
 			New:  "if v := row[13].(string); v == \"-\" {",
 		}},
 		Tests: []Test{sqlTest("TestAttemptEndsMerged")},
+	},
+	{
+		Name:      "kept-run-claimed-when-changed",
+		Guarantee: "the claim of a run kept as admitted claims it from its kept fields only while the run is as admitted",
+		Edits: []Edit{{
+			File: "store/sqlitestore/stmts.go",
+			Old:  "WHERE seq = ?5 AND +status = 'idle' AND tl = 1",
+			New:  "WHERE seq = ?5 AND +status = 'idle'",
+		}, {
+			File: "store/sqlitestore/stmts.go",
+			Old:  "WHERE runs.seq = c.column1 AND +status = 'idle' AND tl = 1",
+			New:  "WHERE runs.seq = c.column1 AND +status = 'idle'",
+		}},
+		Tests: []Test{sqlTest("TestClaimsOfKeptRuns")},
+	},
+	{
+		Name:      "kept-run-slot-of-another-run",
+		Guarantee: "a claim uses a kept run's slot only for the run the slot holds, whatever seq the request gives",
+		Edits: []Edit{{
+			File: "store/sqlitestore/fresh.go",
+			Old:  "if f.seq != seq || f.idHash != maphash.String(s.freshSeed, id) {",
+			New:  "if f.seq != seq {",
+		}},
+		Tests: []Test{sqlTest("TestClaimsOfKeptRuns")},
 	},
 	{
 		Name:      "end-from-claim-keeps-claimed-then",
