@@ -49,14 +49,15 @@ type freshExtra struct {
 // the ring slot of its seq (an older run there is forgotten: its claim
 // returns it whole). Runs are kept only once the writer has claimed a run
 // (Store.claiming): a store that only admits has no use for them. A run
-// due later (RetryAt) is not kept. A kept run is not forgotten when it
-// changes: its claim finds it only as admitted, by its seq, and falls back
-// to the claim that returns the run otherwise (see claimFreshSQL). A slot
-// is used only by the run whose id and seq it holds (freshOf), and a
-// rolled-back transaction empties them all (Store.abort), so a slot never
-// names a seq that another run holds.
+// due later (RetryAt) is not kept, nor one whose depth or priority a slot
+// cannot hold (the engine bounds both far below). A kept run is not
+// forgotten when it changes: its claim finds it only as admitted, by its
+// seq, and falls back to the claim that returns the run otherwise (see
+// claimFreshSQL). A slot is used only by the run whose id and seq it holds
+// (freshOf), and a rolled-back transaction empties them all (Store.abort),
+// so a slot never names a seq that another run holds.
 func (s *Store) keepFresh(r *store.Run) {
-	if !s.claiming || !r.RetryAt.IsZero() || r.Seq <= 0 {
+	if !s.claiming || !r.RetryAt.IsZero() || r.Seq <= 0 || int(int32(r.Depth)) != r.Depth || int(int32(r.Priority)) != r.Priority {
 		return
 	}
 	n := &s.freshNames

@@ -14,9 +14,9 @@ import (
 // TestClaimsOfKeptRuns claims runs the writer keeps as admitted
 // (Store.fresh), alone and merged: each is claimed as the claim that
 // returns the whole run would claim it, whatever changed since its
-// admission (a debounce that replaced its payload, a cancel), and a claim
+// admission (a debounce that replaced its payload, a cancel), a claim
 // that names a run with another kept run's seq claims its own run, not the
-// other.
+// other, and a run whose priority a slot cannot hold is not kept.
 func TestClaimsOfKeptRuns(t *testing.T) {
 	ctx := context.Background()
 	s, path := openAt(t, "kept.db")
@@ -63,6 +63,16 @@ func TestClaimsOfKeptRuns(t *testing.T) {
 		if s.freshOf(id, sq) == nil {
 			t.Fatalf("%s is not kept as admitted", id)
 		}
+	}
+	// A priority a slot cannot hold: the run is not kept, and its claim
+	// returns it whole.
+	const wide = 1 << 40
+	wr, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "wide", Process: "p", Priority: wide}}, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := claim("ow", []string{"wide"}, []int64{wr.Admitted[0].Seq}); len(rs) != 1 || rs[0].Priority != wide || rs[0].Status != store.StatusRunning {
+		t.Fatalf("the run of priority %d claimed as %+v", wide, rs)
 	}
 	check := func(r store.Run, id, owner, payload string) {
 		t.Helper()
@@ -182,7 +192,7 @@ func TestClaimsOfKeptRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if counts[store.StatusRunning] != 6 || counts[store.StatusIdle] != 1 || counts[store.StatusCompleted] != 2 || counts[store.StatusCancelled] != 2 {
-		t.Errorf("counts %v, want 6 running, 1 idle (held), 2 completed, 2 cancelled", counts)
+	if counts[store.StatusRunning] != 7 || counts[store.StatusIdle] != 1 || counts[store.StatusCompleted] != 2 || counts[store.StatusCancelled] != 2 {
+		t.Errorf("counts %v, want 7 running, 1 idle (held), 2 completed, 2 cancelled", counts)
 	}
 }

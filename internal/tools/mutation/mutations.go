@@ -610,6 +610,16 @@ var coreMutations = []Mutation{
 		Tests: []Test{sqlTest("TestClaimsOfKeptRuns")},
 	},
 	{
+		Name:      "kept-run-priority-truncated",
+		Guarantee: "a run is kept as admitted only if its slot holds its fields whole",
+		Edits: []Edit{{
+			File: "store/sqlitestore/fresh.go",
+			Old:  " || int(int32(r.Depth)) != r.Depth || int(int32(r.Priority)) != r.Priority {",
+			New:  " {",
+		}},
+		Tests: []Test{sqlTest("TestClaimsOfKeptRuns")},
+	},
+	{
 		Name:      "end-from-claim-keeps-claimed-then",
 		Guarantee: "an attempt end answered from its run's claim returns the follow-up event the end wrote, not the claim's",
 		Edits: []Edit{{
