@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -194,5 +195,72 @@ func TestClaimsOfKeptRuns(t *testing.T) {
 	}
 	if counts[store.StatusRunning] != 7 || counts[store.StatusIdle] != 1 || counts[store.StatusCompleted] != 2 || counts[store.StatusCancelled] != 2 {
 		t.Errorf("counts %v, want 7 running, 1 idle (held), 2 completed, 2 cancelled", counts)
+	}
+}
+
+// TestKeptRunClaimedAsReturned claims pairs of runs admitted alike, one
+// kept as admitted and claimed as such, the other claimed by the
+// statement that returns the whole run: the two claimed runs are equal
+// but for what tells them apart (ids, seqs, keys), for a root with every
+// key and a priority, and for a follow-up with a context.
+func TestKeptRunClaimedAsReturned(t *testing.T) {
+	ctx := context.Background()
+	s, _ := openAt(t, "kept-alike.db")
+	now := time.Now()
+	claim := func(r store.Run, seqs []int64) store.Run {
+		t.Helper()
+		rs, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{r.ID}, Seqs: seqs, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("claim of %s: %v, %v", r.ID, rs, err)
+		}
+		return rs[0]
+	}
+	admit := func(a store.Admission) store.Run {
+		t.Helper()
+		a.Now = now
+		res, err := s.Admit(ctx, a)
+		if err != nil || len(res.Admitted) != 1 {
+			t.Fatalf("admit: %+v, %v", res, err)
+		}
+		return res.Admitted[0]
+	}
+	if _, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{"none"}, Owner: "o", Now: now, LeaseUntil: now}); err != nil {
+		t.Fatal(err)
+	}
+	root := func(id string) store.Run {
+		return admit(store.Admission{Event: "e", Payload: json.RawMessage(`{"x":1}`), IdempotencyKey: "key-" + id,
+			Runs: []store.NewRun{{ID: id, Process: "p", Priority: 7, RateKey: "rk", ConcurrencyKey: "ck", GroupKey: "g-" + id, Group: store.GroupSingleton}}})
+	}
+	ra, rb := root("ra"), root("rb")
+	child := func(id string) store.Run {
+		return admit(store.Admission{Event: "next", Payload: json.RawMessage(`{"y":2}`), ParentID: ra.ID, CorrelationID: ra.ID, Depth: 1,
+			Context: json.RawMessage(`{"k":"v"}`), Runs: []store.NewRun{{ID: id, Process: "q", RateKey: "rk2", ConcurrencyKey: "ck2"}}})
+	}
+	ca, cb := child("ca"), child("cb")
+	for _, pair := range [][2]store.Run{{ra, rb}, {ca, cb}} {
+		kept, whole := pair[0], pair[1]
+		if s.freshOf(kept.ID, kept.Seq) == nil {
+			t.Fatalf("%s is not kept", kept.ID)
+		}
+		k, w := claim(kept, []int64{kept.Seq}), claim(whole, nil)
+		if s.freshOf(kept.ID, kept.Seq) != nil {
+			t.Errorf("%s's slot is still taken after its claim", kept.ID)
+		}
+		if k.ID != kept.ID || k.Seq != kept.Seq {
+			t.Errorf("claimed %s (%d) for %s (%d)", k.ID, k.Seq, kept.ID, kept.Seq)
+		}
+		k.ID, k.Seq = w.ID, w.Seq
+		if k.IdempotencyKey != "" {
+			k.IdempotencyKey = "key-" + w.ID
+		}
+		if k.GroupKey != "" {
+			k.GroupKey = "g-" + w.ID
+		}
+		if kept.CorrelationID == kept.ID {
+			k.CorrelationID = w.ID
+		}
+		if !reflect.DeepEqual(k, w) {
+			t.Errorf("claimed as kept:\n%+v\nclaimed whole:\n%+v", k, w)
+		}
 	}
 }

@@ -174,6 +174,26 @@ func storeAdmitCases() []Case {
 			expect(h, "chain", len(chain), 2)
 			_, err = h.St.Admit(h.Ctx(), store.Admission{Event: "next", Runs: []store.NewRun{{ID: newID(), Process: "q"}}, ParentID: newID(), CorrelationID: p.ID, Now: h.Now()})
 			expect(h, "unknown parent", errors.Is(err, store.ErrNotFound), true)
+			// Claimed, a child keeps its chain: claimed by id alone, and a
+			// second one, admitted after a claim, with the seq the store gave
+			// it (ClaimRequest.Seqs), which a store may find it by.
+			claimed := func(c store.Run, seqs []int64) {
+				h.Helper()
+				rs, err := h.St.Claim(h.Ctx(), store.ClaimRequest{IDs: []string{c.ID}, Seqs: seqs, Owner: "o", Now: h.Now(), LeaseUntil: h.Now().Add(time.Minute)})
+				expect(h, "claim err", err, nil)
+				expect(h, "claimed", len(rs), 1)
+				if len(rs) == 1 {
+					expect(h, "claimed correlation", rs[0].CorrelationID, p.ID)
+					expect(h, "claimed parent", rs[0].ParentID, p.ID)
+					expect(h, "claimed depth", rs[0].Depth, 1)
+					expect(h, "claimed context", string(rs[0].Context), `{"k":"v"}`)
+				}
+			}
+			claimed(c, nil)
+			res, err = h.St.Admit(h.Ctx(), store.Admission{Event: "next", Runs: []store.NewRun{{ID: newID(), Process: "q"}},
+				ParentID: p.ID, CorrelationID: p.ID, Depth: 1, Context: json.RawMessage(`{"k":"v"}`), Now: h.Now()})
+			expect(h, "err", err, nil)
+			claimed(res.Admitted[0], []int64{res.Admitted[0].Seq})
 		}},
 	}
 }

@@ -91,7 +91,20 @@ var coreMutations = []Mutation{
 			Old:  "\tif !c.correlation.Valid {\n",
 			New:  "\tif true {\n",
 		}},
-		Tests: []Test{sqlConf("Chain/DepthWithinLimit"), sqlConf("Chain/FromAnyRun")},
+		// The engine's claims of follow-ups find them kept as admitted
+		// (Store.fresh) and never read this column: the store's own case
+		// claims one by id alone.
+		Tests: []Test{sqlStore("Store/Admit/ChildGetsCorrelationContextParent")},
+	},
+	{
+		Name:      "kept-follow-up-claimed-as-root",
+		Guarantee: "a follow-up run claimed as kept from its admission keeps its chain's correlation id",
+		Edits: []Edit{{
+			File: "store/sqlitestore/fresh.go",
+			Old:  "r.CorrelationID, r.ParentID, r.IdempotencyKey = x.correlation, x.parent, x.idem",
+			New:  "r.ParentID, r.IdempotencyKey = x.parent, x.idem",
+		}},
+		Tests: []Test{sqlStore("Store/Admit/ChildGetsCorrelationContextParent"), sqlConf("Chain/DepthWithinLimit"), sqlConf("Chain/FromAnyRun")},
 	},
 	{
 		Name:      "merged-row-drops-blobs",
@@ -608,6 +621,16 @@ var coreMutations = []Mutation{
 			New:  "if f.seq != seq {",
 		}},
 		Tests: []Test{sqlTest("TestClaimsOfKeptRuns")},
+	},
+	{
+		Name:      "kept-run-loses-fields",
+		Guarantee: "a run claimed as kept from its admission is the run the claim that returns it whole would give",
+		Edits: []Edit{{
+			File: "store/sqlitestore/fresh.go",
+			Old:  "\t\tr.RateKey, r.ConcurrencyKey, r.GroupKey = x.rateKey, x.concKey, x.groupKey\n",
+			New:  "",
+		}},
+		Tests: []Test{sqlTest("TestKeptRunClaimedAsReturned")},
 	},
 	{
 		Name:      "kept-run-priority-truncated",
