@@ -43,6 +43,39 @@ func holdWriter(t *testing.T, s *Store, path string, now time.Time) (release fun
 	}
 }
 
+// claimTogether makes the claims reqs while s's writer is held
+// (holdWriter), so that they share one batch and its merged statements,
+// each as owner and its index, at now with a lease of a minute, and
+// returns what each claimed.
+func claimTogether(t *testing.T, s *Store, path string, now time.Time, owner string, reqs []store.ClaimRequest) [][]store.Run {
+	t.Helper()
+	release := holdWriter(t, s, path, now)
+	got := make([][]store.Run, len(reqs))
+	var wg sync.WaitGroup
+	for i, req := range reqs {
+		req.Owner, req.Now, req.LeaseUntil = fmt.Sprintf("%s%d", owner, i), now, now.Add(time.Minute)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs, err := s.Claim(context.Background(), req)
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = rs
+		}()
+	}
+	for len(s.cmds) < len(reqs) {
+		time.Sleep(time.Millisecond)
+	}
+	before := s.Stats()
+	release()
+	wg.Wait()
+	if d := s.Stats().MergedClaims - before.MergedClaims; d != int64(len(reqs)) {
+		t.Fatalf("%d claims merged, want %d (all in one batch)", d, len(reqs))
+	}
+	return got
+}
+
 // TestClaimsMerged queues claims while the writer is held, so that they
 // share one transaction and one statement: every run is claimed once, a
 // run asked for twice goes to one asker, a request for several runs gets
@@ -75,34 +108,14 @@ func TestClaimsMerged(t *testing.T) {
 		admit(bulk[i], time.Time{})
 	}
 
-	release := holdWriter(t, s, path, now)
-
-	reqs := [][]string{{"dup"}, {"dup"}, {"y", "x"}, {"later"}, {"missing"}, bulk}
+	var reqs []store.ClaimRequest
+	for _, ids := range [][]string{{"dup"}, {"dup"}, {"y", "x"}, {"later"}, {"missing"}, bulk} {
+		reqs = append(reqs, store.ClaimRequest{IDs: ids})
+	}
 	for i := range 10 {
-		reqs = append(reqs, []string{fmt.Sprintf("r%d", i)})
+		reqs = append(reqs, store.ClaimRequest{IDs: []string{fmt.Sprintf("r%d", i)}})
 	}
-	got := make([][]store.Run, len(reqs))
-	var wg sync.WaitGroup
-	for i, ids := range reqs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rs, err := s.Claim(ctx, store.ClaimRequest{IDs: ids, Owner: fmt.Sprintf("o%d", i), Now: now, LeaseUntil: now.Add(time.Minute)})
-			if err != nil {
-				t.Error(err)
-			}
-			got[i] = rs
-		}()
-	}
-	for len(s.cmds) < len(reqs) {
-		time.Sleep(time.Millisecond)
-	}
-	before := s.Stats()
-	release()
-	wg.Wait()
-	if d := s.Stats().MergedClaims - before.MergedClaims; d != int64(len(reqs)) {
-		t.Fatalf("%d claims merged, want %d (all in one batch)", d, len(reqs))
-	}
+	got := claimTogether(t, s, path, now, "o", reqs)
 
 	if n := len(got[0]) + len(got[1]); n != 1 {
 		t.Errorf("the run asked for twice was claimed %d times", n)

@@ -3,9 +3,7 @@ package sqlitestore
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"reflect"
-	"sync"
 	"testing"
 	"time"
 
@@ -116,39 +114,13 @@ func TestClaimsOfKeptRuns(t *testing.T) {
 	}
 
 	// Merged: claims queued while the writer is held share a statement.
-	release := holdWriter(t, s, path, now)
-	reqs := []struct {
-		ids  []string
-		seqs []int64
-	}{
-		{[]string{"m1"}, []int64{seq["m1"]}},
-		{[]string{"m1"}, []int64{seq["m1"]}}, // asked twice: one asker gets it
-		{[]string{"m2", "md"}, []int64{seq["m3"], seq["md"]}},
-		{[]string{"mx"}, []int64{seq["mx"]}},
-		{[]string{"m3"}, nil},
-	}
-	got := make([][]store.Run, len(reqs))
-	var wg sync.WaitGroup
-	for i, q := range reqs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rs, err := s.Claim(ctx, store.ClaimRequest{IDs: q.ids, Seqs: q.seqs, Owner: fmt.Sprintf("m%d", i), Now: now, LeaseUntil: now.Add(time.Minute)})
-			if err != nil {
-				t.Error(err)
-			}
-			got[i] = rs
-		}()
-	}
-	for len(s.cmds) < len(reqs) {
-		time.Sleep(time.Millisecond)
-	}
-	before := s.Stats()
-	release()
-	wg.Wait()
-	if d := s.Stats().MergedClaims - before.MergedClaims; d != int64(len(reqs)) {
-		t.Fatalf("%d claims merged, want %d (all in one batch)", d, len(reqs))
-	}
+	got := claimTogether(t, s, path, now, "m", []store.ClaimRequest{
+		{IDs: []string{"m1"}, Seqs: []int64{seq["m1"]}},
+		{IDs: []string{"m1"}, Seqs: []int64{seq["m1"]}}, // asked twice: one asker gets it
+		{IDs: []string{"m2", "md"}, Seqs: []int64{seq["m3"], seq["md"]}},
+		{IDs: []string{"mx"}, Seqs: []int64{seq["mx"]}},
+		{IDs: []string{"m3"}},
+	})
 	switch {
 	case len(got[0])+len(got[1]) != 1:
 		t.Errorf("m1, asked for twice, was claimed %d times", len(got[0])+len(got[1]))
