@@ -29,7 +29,7 @@ func TestClaimsOfKeptRuns(t *testing.T) {
 		return rs
 	}
 	claim("o", []string{"none"}, []int64{1}) // runs are kept once the writer has claimed
-	admit := func(id, key string, payload string) store.AdmitResult {
+	admit := func(id, key, payload string) store.AdmitResult {
 		t.Helper()
 		nr := store.NewRun{ID: id, Process: "p"}
 		if key != "" {
