@@ -280,11 +280,8 @@ func (c *claimCmd) each(w *wtx) error {
 			fs := &w.s.bufs.fresh
 			err := fs.scan(w.s.st.claimFresh.QueryRowContext(w.ctx, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), tat, f.seq))
 			if err == nil {
-				r := w.s.claimedFresh(f, id, req.Owner, req.Now, req.LeaseUntil, fs.payload, fs.context)
+				w.addKept(c, f, id, fs.payload, fs.context, fs.large)
 				fs.payload, fs.context = nil, nil
-				w.moved(r.Process, store.StatusIdle, store.StatusRunning)
-				w.s.remember(&r, 1, req.Now)
-				c.add(r, fs.large)
 				continue
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
@@ -307,6 +304,15 @@ func (c *claimCmd) each(w *wtx) error {
 		c.add(cs.r, cs.large)
 	}
 	return nil
+}
+
+// addKept gives c the kept run f, id, which its claim took (claimFreshSQL)
+// with payload and context (nil and large when left for the read pool).
+func (w *wtx) addKept(c *claimCmd, f *freshRun, id string, payload, context []byte, large bool) {
+	r := w.s.claimedFresh(f, id, c.req.Owner, c.req.Now, c.req.LeaseUntil, payload, context)
+	w.moved(r.Process, store.StatusIdle, store.StatusRunning)
+	w.s.remember(&r, 1, c.req.Now)
+	c.add(r, large)
 }
 
 func (c *claimCmd) add(r store.Run, big bool) {
@@ -344,7 +350,7 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 			if f := w.s.freshOf(id, freshSeq(&c.req, i)); f != nil {
 				b.claimed[id] = freshFirst - len(b.cands)
 				b.cands = append(b.cands, freshCand{f: f, c: c, id: id})
-				b.finVals = append(b.finVals, f.seq, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano())
+				b.keptVals = append(b.keptVals, f.seq, c.req.Owner, c.req.Now.UnixNano(), c.req.LeaseUntil.UnixNano())
 				continue
 			}
 			b.claimed[id] = claimNone
@@ -359,8 +365,8 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 		for k := range b.cands {
 			b.candOf[b.cands[k].f.seq] = k
 		}
-		for i := 0; i < len(b.finVals); i += cols {
-			b.rows = append(b.rows, b.finVals[i:i+cols])
+		for i := 0; i < len(b.keptVals); i += cols {
+			b.rows = append(b.rows, b.keptVals[i:i+cols])
 		}
 		_, err := w.queryMany(claimFreshMany, b.rows, func(rs scanner) error {
 			if err := b.fresh.scan(rs); err != nil {
@@ -411,10 +417,7 @@ func (w *wtx) claimMerged(cs []*claimCmd) error {
 			delete(b.claimed, id)
 			if j <= freshFirst {
 				cd := &b.cands[freshFirst-j]
-				r := w.s.claimedFresh(cd.f, id, c.req.Owner, c.req.Now, c.req.LeaseUntil, cd.payload, cd.context)
-				w.moved(r.Process, store.StatusIdle, store.StatusRunning)
-				w.s.remember(&r, 1, c.req.Now)
-				c.add(r, cd.large)
+				w.addKept(c, cd.f, id, cd.payload, cd.context, cd.large)
 				continue
 			}
 			g := &b.gots[j]
@@ -438,17 +441,18 @@ type gotRun struct {
 // to batch: a busy writer would otherwise allocate them for every batch.
 // Each is cleared after use, so that none keeps a run's data alive.
 type writerBufs struct {
-	claim   claimScan
-	fresh   freshScan
-	cands   []freshCand    // the batch's claims of runs kept as admitted
-	candOf  map[int64]int  // index into cands by seq
-	vals    []any          // the bound values, rows after rows
-	finVals []any          // the attempt ends' rows (finishRow)
-	runVals []any          // the batch's admitted runs' rows (writeAdmit): cleared by clearRuns
-	rows    [][]any        // each row's values in vals
-	gots    []gotRun       // the runs returned
-	claimed map[string]int // index into gots by run id
-	held    []heldRun      // the attempt ends' runs as their claims left them
+	claim    claimScan
+	fresh    freshScan
+	cands    []freshCand    // the batch's claims of runs kept as admitted
+	candOf   map[int64]int  // index into cands by seq
+	vals     []any          // the bound values, rows after rows
+	keptVals []any          // the claims' rows of kept runs (claimFreshMany)
+	finVals  []any          // the attempt ends' rows (finishRow)
+	runVals  []any          // the batch's admitted runs' rows (writeAdmit): cleared by clearRuns
+	rows     [][]any        // each row's values in vals
+	gots     []gotRun       // the runs returned
+	claimed  map[string]int // index into gots by run id
+	held     []heldRun      // the attempt ends' runs as their claims left them
 	// ends are mergeFinishes's lists: its attempt ends, their rows and
 	// outcomes, and the rows of each statement.
 	ends struct {
@@ -494,10 +498,11 @@ func (b *writerBufs) clearRuns() {
 
 func (b *writerBufs) clearClaims() {
 	clear(b.vals)
+	clear(b.keptVals)
 	clear(b.finVals)
 	clear(b.rows)
 	clear(b.gots)
-	b.vals, b.finVals, b.rows, b.gots = b.vals[:0], b.finVals[:0], b.rows[:0], b.gots[:0]
+	b.vals, b.keptVals, b.finVals, b.rows, b.gots = b.vals[:0], b.keptVals[:0], b.finVals[:0], b.rows[:0], b.gots[:0]
 	b.claim.r = store.Run{}
 	b.fresh.payload, b.fresh.context = nil, nil
 	clear(b.cands)
