@@ -96,7 +96,7 @@ func (a *attempt) handlerReturned(res *Result) {
 func (e *Engine) begin(it *dispatch.Item) *attempt {
 	if e.node != nil {
 		if r, ok := e.node.take(it.ID); ok { // claimed through the shared store
-			return e.prepare(it, &r)
+			return e.prepare(it, r)
 		}
 	}
 	if e.lookup(it.Process) == nil { // unregistered since it was queued: leave the run idle

@@ -52,12 +52,12 @@ type node struct {
 
 	mu        sync.Mutex
 	stopped   bool
-	gen       uint64               // wake-ups so far
-	held      bool                 // a dispatcher hold: claimable runs may be left
-	holding   atomic.Bool          // held, for freed (called under the dispatcher's lock)
-	claimed   map[string]store.Run // claimed, not yet begun
-	suspects  map[string]int64     // held by this node in the store, unknown to it at the last heartbeat (orphans.go)
-	wakeAt    time.Time            // the armed retry-time timer's time
+	gen       uint64                // wake-ups so far
+	held      bool                  // a dispatcher hold: claimable runs may be left
+	holding   atomic.Bool           // held, for freed (called under the dispatcher's lock)
+	claimed   map[string]*store.Run // claimed, not yet begun
+	suspects  map[string]int64      // held by this node in the store, unknown to it at the last heartbeat (orphans.go)
+	wakeAt    time.Time             // the armed retry-time timer's time
 	stopTimer func() bool
 	stopPoll  func() bool
 	stopSoon  func() bool   // the watch cooldown's timer, while armed
@@ -69,7 +69,7 @@ type node struct {
 
 func newNode(e *Engine, st store.Shared) *node {
 	return &node{e: e, st: st, wake: make(chan struct{}, 1), reclaim: make(chan struct{}, 1),
-		quit: make(chan struct{}), done: make(chan struct{}), claimed: map[string]store.Run{}, changed: make(chan struct{})}
+		quit: make(chan struct{}), done: make(chan struct{}), claimed: map[string]*store.Run{}, changed: make(chan struct{})}
 }
 
 // join registers the engine as a node (before Start's recovery, so that
@@ -130,7 +130,7 @@ func (n *node) stop() {
 	var back []store.Run
 	for id, r := range n.claimed {
 		if n.e.disp.Remove(id) {
-			back = append(back, r)
+			back = append(back, *r)
 			delete(n.claimed, id)
 		}
 	}
@@ -333,9 +333,13 @@ func (n *node) claim() {
 		n.backlog = res.More
 		items := make([]dispatch.Item, len(res.Runs))
 		for i := range res.Runs {
-			r := res.Runs[i]
+			// One copy per run, which its attempt keeps: a pointer into
+			// res.Runs would keep every run of the claim (and its payload)
+			// alive as long as the claim's longest attempt.
+			r := new(store.Run)
+			*r = res.Runs[i]
 			n.claimed[r.ID] = r
-			items[i] = itemOf(&r)
+			items[i] = itemOf(r)
 		}
 		n.mu.Unlock()
 		if len(items) > 0 {
@@ -366,7 +370,7 @@ func (n *node) claim() {
 }
 
 // take returns the claimed run of a dispatched item, if it is one.
-func (n *node) take(id string) (store.Run, bool) {
+func (n *node) take(id string) (*store.Run, bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	r, ok := n.claimed[id]
