@@ -52,14 +52,25 @@ type fRun struct {
 // the timed drain. It returns the drain's commands and transactions, as
 // the engine's store counts them.
 //
-// With onEngine (a diagnostic, no-op runs only) the floor's work runs on
-// the engine's tables instead of its own: the schema created by the
-// engine's store, runs inserted with the columns an admission must set,
-// claimed in the engine's claim order with a lease as the engine's claims
-// take one, and completed as an attempt end completes them. The distance
-// from the floor to it is what the engine's schema costs before any
-// engine code runs.
-func floorRun(url, schema, w string, n int, onEngine bool, ready func()) (cmdCount, txCount int64, err error) {
+// Two diagnostics (no-op runs only) change the table under the floor's
+// work, by shape:
+//
+//   - "schema": the engine's tables instead of the floor's own: the schema
+//     created by the engine's store, runs inserted with the columns an
+//     admission must set, claimed in the engine's claim order with a lease
+//     as the engine's claims take one, and completed as an attempt end
+//     completes them. The distance from the floor to it is what the
+//     engine's schema costs before any engine code runs.
+//   - "cols": the floor's table and its one index, with the columns of the
+//     engine's run row added and set as the engine sets them for a no-op
+//     run (its id, process and event, a lease of the engine's default
+//     owner's length, its times, attempts and timeline count). Each
+//     status change writes a new version of the whole row: the distance
+//     from the floor to it is what the row's width costs alone, and from
+//     it to "schema" what the engine's other indexes and tables cost.
+//
+// Any other shape is the floor itself.
+func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCount, txCount int64, err error) {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
@@ -68,18 +79,26 @@ func floorRun(url, schema, w string, n int, onEngine bool, ready func()) (cmdCou
 	defer pool.Close()
 	s := pgx.Identifier{schema}.Sanitize()
 	q := floorStatements(s)
-	if onEngine {
-		if w != "noop" {
-			return 0, 0, fmt.Errorf("the floor on the engine's schema runs no-op runs only, not %q", w)
-		}
+	if shape != "floor" && w != "noop" {
+		return 0, 0, fmt.Errorf("the %s diagnostic runs no-op runs only, not %q", shape, w)
+	}
+	switch shape {
+	case "schema":
 		st, err := pgstore.Open(ctx, url, pgstore.Options{Schema: schema}) // the engine's schema
 		if err != nil {
 			return 0, 0, err
 		}
 		st.Close()
 		q = floorOnEngineStatements(s)
-	} else if _, err := pool.Exec(ctx, fmt.Sprintf(floorDDL, s)); err != nil {
-		return 0, 0, err
+	case "cols":
+		if _, err := pool.Exec(ctx, fmt.Sprintf(floorDDL+floorColsDDL, s)); err != nil {
+			return 0, 0, err
+		}
+		q = floorColsStatements(s)
+	default:
+		if _, err := pool.Exec(ctx, fmt.Sprintf(floorDDL, s)); err != nil {
+			return 0, 0, err
+		}
 	}
 	total, roots := n, n
 	if w == "chain" {
@@ -237,6 +256,41 @@ func floorOnEngineStatements(s string) floorSQL {
 		WHERE seq = ANY(ARRAY(SELECT seq FROM ` + s + `.runs WHERE status = 'idle'
 			ORDER BY (created_at - coalesce(priority, 0)::bigint * 60000000000), seq LIMIT $1 FOR UPDATE SKIP LOCKED))
 		RETURNING seq, epoch, 1`,
+		done: `UPDATE ` + s + `.runs r SET status = 'completed', output = 'null', completed_at = ` + now + `,
+			lease_owner = NULL, lease_expires = NULL, tl = tl + 2
+		FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
+		WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running'`,
+	}
+}
+
+// floorColsDDL adds to the floor's runs table the engine's run columns
+// that the floor lacks, with the engine's types and defaults.
+const floorColsDDL = `
+ALTER TABLE %[1]s.runs ADD COLUMN id text, ADD COLUMN process text, ADD COLUMN event text, ADD COLUMN correlation_id text,
+	ADD COLUMN parent_id text, ADD COLUMN depth integer NOT NULL DEFAULT 0, ADD COLUMN context bytea,
+	ADD COLUMN error text NOT NULL DEFAULT '', ADD COLUMN error_code text NOT NULL DEFAULT '', ADD COLUMN then_event text NOT NULL DEFAULT '',
+	ADD COLUMN idem_key text, ADD COLUMN attempts integer NOT NULL DEFAULT 0, ADD COLUMN retry_at bigint, ADD COLUMN lease_owner text,
+	ADD COLUMN lease_expires bigint, ADD COLUMN created_at bigint, ADD COLUMN started_at bigint, ADD COLUMN completed_at bigint,
+	ADD COLUMN version text NOT NULL DEFAULT '', ADD COLUMN tl integer NOT NULL DEFAULT 1, ADD COLUMN priority integer,
+	ADD COLUMN rate_key text, ADD COLUMN conc_key text, ADD COLUMN rate_tat bigint, ADD COLUMN wait_key text, ADD COLUMN group_key text;`
+
+// floorColsOwner is the lease owner the "cols" diagnostic's claims write:
+// as long as the engine's default owner, a UUID in text.
+const floorColsOwner = "00000000-0000-4000-8000-000000000000"
+
+// floorColsStatements are the no-op floor's statements on the floor's
+// table with the engine's run columns (see floorRun): the floor's claim
+// order and index, the engine's writes (times in Unix nanoseconds from
+// the server's clock).
+func floorColsStatements(s string) floorSQL {
+	const now = `(extract(epoch FROM clock_timestamp()) * 1e9)::bigint`
+	return floorSQL{
+		insert: `INSERT INTO ` + s + `.runs (stage, status, payload, id, process, event, created_at)
+			SELECT 1, 'idle', p, gen_random_uuid()::text, 'noop', 'cap:noop', ` + now + ` FROM unnest($1::bytea[]) p`,
+		claim: `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = '` + floorColsOwner + `',
+			lease_expires = ` + now + ` + 30000000000, started_at = ` + now + `
+		WHERE seq = ANY(ARRAY(SELECT seq FROM ` + s + `.runs WHERE status = 'idle' ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED))
+		RETURNING seq, epoch, stage`,
 		done: `UPDATE ` + s + `.runs r SET status = 'completed', output = 'null', completed_at = ` + now + `,
 			lease_owner = NULL, lease_expires = NULL, tl = tl + 2
 		FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)

@@ -105,6 +105,9 @@ var pgMeasurements = func() []measurement {
 			return pgMeasure("floor", w, 1)
 		}})
 		if w == "noop" {
+			ms = append(ms, measurement{"cols-noop", "DIAGNOSTIC (not an engine): the floor's no-op work on its own table and index with the engine's run columns, admitted then drained", "runs/s", "floor-noop", func(childConfig) (result, error) {
+				return pgMeasure("cols", w, 1)
+			}})
 			ms = append(ms, measurement{"schema-noop", "DIAGNOSTIC (not an engine): the floor's no-op work on the engine's tables and indexes, admitted then drained", "runs/s", "floor-noop", func(childConfig) (result, error) {
 				return pgMeasure("schema", w, 1)
 			}})

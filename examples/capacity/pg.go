@@ -59,8 +59,9 @@ func pgWorkloadOf(w string) pgWorkload {
 }
 
 // pgMeasure runs one PostgreSQL drain: kind "engine" with procs engine
-// processes, "floor", or "schema" (the floor's work on the engine's
-// tables, a diagnostic).
+// processes, "floor", or the diagnostics "schema" (the floor's work on the
+// engine's tables) and "cols" (on the floor's table with the engine's
+// run columns; see floorRun).
 func pgMeasure(kind, w string, procs int) (result, error) {
 	ctx := context.Background()
 	schema := fmt.Sprintf("cap_%s_%s_%d_%d", kind, w, procs, time.Now().UnixNano()%1e9)
@@ -276,7 +277,7 @@ func (c *pgChild) result() (result, error) {
 }
 
 // pgChildMain runs a child of a PostgreSQL measurement: args are the
-// kind ("pg-engine", "pg-floor", "pg-schema"), schema, workload, runs, index.
+// kind ("pg-engine", "pg-floor", "pg-schema", "pg-cols"), schema, workload, runs, index.
 func pgChildMain(kind string, args []string) {
 	url := os.Getenv("YELLA_CAPACITY_PG_URL")
 	schema, w := args[0], args[1]
@@ -302,8 +303,8 @@ func pgChildMain(kind string, args []string) {
 		}
 	}
 	switch kind {
-	case "pg-floor", "pg-schema":
-		cmds, txs, err := floorRun(url, schema, w, runs, kind == "pg-schema", func() {
+	case "pg-floor", "pg-schema", "pg-cols":
+		cmds, txs, err := floorRun(url, schema, w, runs, strings.TrimPrefix(kind, "pg-"), func() {
 			fmt.Println("ready")
 			wait("go")
 			profile()
