@@ -30,7 +30,7 @@ type lazyTx struct {
 // its generic plan for the connection's life: with them, a batch's
 // effect records read the whole effects table once it held thousands of
 // rows. Bitmap scans are off too: they would read an in-flight partial
-// index (runs_running) whose entries of finished runs stay until a vacuum.
+// index (runs_inflight) whose entries of finished runs stay until a vacuum.
 // The settings only rule those plans out where an index can serve.
 // Where no plan avoids a disabled step (a sort of a statement's own few
 // rows under a claim's enable_sort off, say), the planner keeps it at a

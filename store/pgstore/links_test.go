@@ -15,6 +15,7 @@ import (
 // through indexes of runs on their correlation and parent ids.
 func downgradeLinks(t *testing.T, s *pgstore.Store) {
 	t.Helper()
+	downgradeInflight(t, s)
 	sch := s.Schema()
 	execAll(t, s,
 		"CREATE INDEX runs_correlation ON "+sch+".runs (correlation_id) WHERE correlation_id IS NOT NULL",

@@ -52,7 +52,7 @@ var (
 // stillRunning is the status test of a batch's attempt ends and effect
 // starts on the run r, found by its primary key (seq = ANY). It is
 // spelled IS TRUE so that the planner cannot prove from it the predicate
-// of runs_running and read that index instead: on a table whose
+// of runs_inflight and read that index instead: on a table whose
 // statistics lag behind (a new one has none) the estimate of that
 // index's scan depends on the row width it guesses, and a wider row
 // makes it look cheaper than a batch's lookups by key, while the index
@@ -178,8 +178,19 @@ func newQueries(schema string) queries {
 	// tried, returning the keys another transaction holds.
 	q.lockKeys = `SELECT pg_advisory_xact_lock(k) FROM unnest($1::bigint[]) WITH ORDINALITY AS l(k, ord) ORDER BY ord`
 	q.tryLockKeys = `SELECT k FROM unnest($1::bigint[]) AS l(k) WHERE NOT pg_try_advisory_xact_lock(k)`
-	q.activeCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status IN ('idle', 'running') AND process = ANY($1) GROUP BY process`)
-	q.runningCounts = s(`SELECT process, count(*) FROM $S.runs WHERE status = 'running' AND process = ANY($1) GROUP BY process`)
+	// The idle and running runs of the processes ($1), and their running
+	// runs, from runs_inflight: the entries with no lease owner are idle
+	// runs (an idle run holds no lease: every transition out of running
+	// clears it), those with one are running runs (a claim sets it), so
+	// that counting the running runs reads none of a backlog. The idle
+	// runs are counted per process, each an equality on both of the
+	// index's columns: a list of processes on its second column would let
+	// the planner read every idle run and filter them.
+	q.activeCounts = s(`SELECT p.name,
+			(SELECT count(*) FROM $S.runs WHERE lease_owner IS NULL AND status = 'idle' AND process = p.name) +
+			(SELECT count(*) FROM $S.runs WHERE lease_owner IS NOT NULL AND status = 'running' AND process = p.name)
+		FROM unnest($1::text[]) AS p(name)`)
+	q.runningCounts = s(`SELECT process, count(*) FROM $S.runs WHERE lease_owner IS NOT NULL AND status = 'running' AND process = ANY($1) GROUP BY process`)
 
 	// Groups (see admitGroups), under the group's lock. The run of
 	// process $1 and group key $2 that stands in for a Singleton
@@ -194,7 +205,7 @@ func newQueries(schema string) queries {
 	// timeline entry at $6; moved says whether its start changed. The
 	// run's status is tested as runs_group's predicate, and the test that
 	// it is idle spelled IS TRUE, so that the planner cannot read
-	// runs_active (or runs_idle) instead: every active run of the process,
+	// runs_inflight (or runs_idle) instead: every active run of the process,
 	// sorted.
 	q.groupDebounce = s(`WITH g AS (
 			SELECT seq, retry_at FROM $S.runs
@@ -227,15 +238,22 @@ func newQueries(schema string) queries {
 	// bitmap scans off (claimPlan), so that the runs are read in claim order
 	// from runs_idle and nothing else: with statistics that lag behind a
 	// growing backlog (a new table has none), the planner would otherwise
-	// read every active run of the processes (runs_active, or a bitmap of
-	// runs_idle) and sort them, at every claim.
+	// read every idle run of the processes (a bitmap of runs_idle) and
+	// sort them, at every claim.
 	q.claimNext = s(`UPDATE $S.runs r SET ` + claimSet + `
 		WHERE r.seq = ANY(ARRAY(
 			SELECT seq FROM $S.runs WHERE status = 'idle' AND (retry_at IS NULL OR retry_at <= $3) AND process = ANY($4)
 			ORDER BY ` + rankExpr + `, seq LIMIT $5 FOR UPDATE SKIP LOCKED))
 		RETURNING 0::bigint, ` + claimColsR)
-	q.claimMore = s(`SELECT EXISTS (SELECT 1 FROM $S.runs WHERE status = 'idle' AND process = ANY($1)),
-		(SELECT min(retry_at) FROM $S.runs WHERE status = 'idle' AND retry_at > $2 AND process = ANY($1))`)
+	// Whether the processes ($1) have idle runs (the entries of
+	// runs_inflight with no lease owner, looked up per process as
+	// activeCounts does: a LIMIT keeps each lookup its own, which a join
+	// would turn into one read of every idle run), and the earliest time after $2 at which one is
+	// due, read from runs_delayed in time order (the processes' test
+	// spelled IS TRUE, so that it cannot make runs_inflight look cheaper).
+	q.claimMore = s(`SELECT EXISTS (SELECT 1 FROM unnest($1::text[]) AS p(name),
+			LATERAL (SELECT 1 FROM $S.runs WHERE lease_owner IS NULL AND status = 'idle' AND process = p.name LIMIT 1) r),
+		(SELECT retry_at FROM $S.runs WHERE status = 'idle' AND retry_at > $2 AND (process = ANY($1)) IS TRUE ORDER BY retry_at LIMIT 1)`)
 	// A waiting run whose deadline has passed is claimable as a due idle
 	// run is: a claim first makes it idle (its wait key cleared, its
 	// retry_at, not after now, kept), in its own transaction, and then
@@ -319,7 +337,7 @@ func newQueries(schema string) queries {
 	// Timeline), and writes none.
 	// The runs' seqs are looked up first (materialized), so that each run
 	// is then found by its primary key (seq = ANY: never through
-	// runs_running, whose entries of finished runs stay until a vacuum).
+	// runs_inflight, whose entries of finished runs stay until a vacuum).
 	q.finishMany = s(`WITH i AS MATERIALIZED (
 			SELECT i.*, m.seq FROM ` + finishRows("id", "text") + `
 			JOIN $S.run_ids m ON m.id = i.id),
@@ -432,7 +450,7 @@ func newQueries(schema string) queries {
 	// never judged on another node's clock).
 	q.selAbandoned = s(`SELECT ` + runColsR + ` FROM $S.runs r
 		LEFT JOIN $S.nodes n ON n.owner = r.lease_owner
-		WHERE r.status = 'running' AND (n.seen < now() - make_interval(secs => $4)
+		WHERE r.lease_owner IS NOT NULL AND r.status = 'running' AND (n.seen < now() - make_interval(secs => $4)
 			OR (r.lease_expires <= $2 AND (r.lease_owner = $1 OR n.owner IS NULL)))
 		ORDER BY r.seq LIMIT $3`)
 	q.selRollups = s(`SELECT bucket, process, counts, hists FROM $S.rollups WHERE bucket >= $1 AND bucket < $2 ORDER BY bucket, process, id`)
@@ -495,9 +513,9 @@ func newQueries(schema string) queries {
 	q.nodeLeave = s(`DELETE FROM $S.nodes WHERE owner = ANY($1)`)
 	// Gone nodes that hold nothing are forgotten after a day.
 	q.nodeForget = s(`DELETE FROM $S.nodes n WHERE gone AND seen < now() - interval '1 day'
-		AND NOT EXISTS (SELECT 1 FROM $S.runs r WHERE r.status = 'running' AND r.lease_owner = n.owner)`)
+		AND NOT EXISTS (SELECT 1 FROM $S.runs r WHERE r.lease_owner IS NOT NULL AND r.status = 'running' AND r.lease_owner = n.owner)`)
 	// The nodes for operators, live first ($1: the timeout in seconds),
-	// and the runs the listed ones hold (the runs_running index).
+	// and the runs the listed ones hold (runs_inflight).
 	q.nodeList = s(`SELECT owner, joined_at, seen, extract(epoch FROM now() - seen)::float8,
 		gone OR seen < now() - make_interval(secs => $1) AS lost
 		FROM $S.nodes ORDER BY lost, owner LIMIT $2`)
