@@ -1128,8 +1128,8 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: a node whose heartbeat is older than the timeout loses its runs to the others at once",
 		Edits: []Edit{{
 			File: "store/pgstore/sql.go",
-			Old:  "WHERE r.status = 'running' AND (n.seen < now() - make_interval(secs => $4)",
-			New:  "WHERE r.status = 'running' AND (n.seen < now() - make_interval(secs => $4) - interval '1 day'",
+			Old:  "AND r.status = 'running' AND (n.seen < now() - make_interval(secs => $4)",
+			New:  "AND r.status = 'running' AND (n.seen < now() - make_interval(secs => $4) - interval '1 day'",
 		}},
 		Tests: []Test{pgTest("TestGoneNodeRunsTakenOver"), pgTest("TestNodesSurviveKills").full()},
 		Needs: pgURL,
@@ -1158,6 +1158,28 @@ var pgMutations = []Mutation{
 			New:  "\tif s.opts.Writers > 1<<20 {\n\t\terr := s.do(ctx, c)",
 		}},
 		Tests: []Test{pgTest("TestQueuedEffectEndWithWriters")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-running-count-reads-backlog",
+		Guarantee: "PostgreSQL: a capped claim counts its process's running runs without reading the process's idle backlog",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "FROM $S.runs WHERE lease_owner IS NOT NULL AND status = 'running' AND process = ANY($1) GROUP BY process`)",
+			New:  "FROM $S.runs WHERE status = 'running' AND process = ANY($1) GROUP BY process`)",
+		}},
+		Tests: []Test{pgTest("TestInFlightStatementsReadTheirIndex")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-migrated-idle-run-keeps-owner",
+		Guarantee: "PostgreSQL: schema version 8 clears the lease owner of idle runs, so a cap at admission counts every idle run",
+		Edits: []Edit{{
+			File: "store/pgstore/migrations/0008_inflight_index.sql",
+			Old:  "UPDATE $S.runs SET lease_owner = NULL WHERE status = 'idle' AND lease_owner IS NOT NULL;\n",
+			New:  "",
+		}},
+		Tests: []Test{pgTest("TestInflightIndexMigrated")},
 		Needs: pgURL,
 	},
 	{
