@@ -17,10 +17,10 @@ import (
 // counting a process's running runs (a capped claim) reads none of its
 // backlog, nor does looking for the idle runs of processes that have
 // none among another's, and a node's heartbeat, holdings and reclaims
-// read only its own runs; each reads a bounded range of the index (an index condition),
-// never all of it, which holds every idle run. Inside a writer
-// transaction (writerPlan) and outside one (where a bitmap of the range
-// may serve).
+// read only its own runs; each reads a bounded range of the index (an
+// index condition), never all of it, which holds every idle run. Inside
+// a writer transaction (writerPlan) and outside one (where a bitmap of
+// the range may serve).
 func TestInFlightStatementsReadTheirIndex(t *testing.T) {
 	ctx := context.Background()
 	s := planStore(t, "inflightplan")

@@ -248,9 +248,10 @@ func newQueries(schema string) queries {
 	// Whether the processes ($1) have idle runs (the entries of
 	// runs_inflight with no lease owner, looked up per process as
 	// activeCounts does: a LIMIT keeps each lookup its own, which a join
-	// would turn into one read of every idle run), and the earliest time after $2 at which one is
-	// due, read from runs_delayed in time order (the processes' test
-	// spelled IS TRUE, so that it cannot make runs_inflight look cheaper).
+	// would turn into one read of every idle run), and the earliest time
+	// after $2 at which one is due, read from runs_delayed in time order
+	// (the processes' test spelled IS TRUE, so that it cannot make
+	// runs_inflight look cheaper).
 	q.claimMore = s(`SELECT EXISTS (SELECT 1 FROM unnest($1::text[]) AS p(name),
 			LATERAL (SELECT 1 FROM $S.runs WHERE lease_owner IS NULL AND status = 'idle' AND process = p.name LIMIT 1) r),
 		(SELECT retry_at FROM $S.runs WHERE status = 'idle' AND retry_at > $2 AND (process = ANY($1)) IS TRUE ORDER BY retry_at LIMIT 1)`)
