@@ -307,7 +307,8 @@ func (n *node) claim() {
 		// backlog, claims wait until half of that buffer is used, so each
 		// claims several runs.
 		buffer := max(n.e.cfg.Concurrency/4, 1)
-		limit := min(n.e.disp.Free()+buffer, claimBatch)
+		room := func() int { return min(n.e.disp.Free()+buffer, claimBatch) }
+		limit := room()
 		n.mu.Lock()
 		backlog := n.backlog
 		n.mu.Unlock()
@@ -316,8 +317,10 @@ func (n *node) claim() {
 		}
 		now := n.e.clock.Now()
 		caps, flows := n.e.caps()
+		// The claim's size is its room when it runs: the slots that free
+		// while it waits for the store's writer are filled by it.
 		res, err := n.st.ClaimNext(n.e.io, store.ClaimNextRequest{Owner: n.e.owner, Now: now, LeaseUntil: now.Add(n.e.cfg.LeaseTimeout),
-			Processes: caps, Flows: flows, Limit: limit})
+			Processes: caps, Flows: flows, Limit: claimBatch, Room: room})
 		if err != nil {
 			n.e.storeFailed("claim", err)
 			n.mu.Lock()
@@ -363,7 +366,7 @@ func (n *node) claim() {
 			n.releaseLocked()
 		}
 		n.mu.Unlock()
-		if len(res.Runs) < limit {
+		if len(res.Runs) == 0 || len(res.Runs) < res.Limit {
 			return
 		}
 	}

@@ -96,6 +96,12 @@ type ClaimNextRequest struct {
 	Flows map[string]Flow
 	// Limit bounds the runs claimed (the caller's free slots).
 	Limit int
+	// Room, if set, is asked for the caller's free slots when the claim
+	// runs rather than when it is requested: the claim takes at most
+	// min(Limit, Room()) runs. Slots that free while the claim waits for
+	// the store (its writer busy with the transaction before) are filled
+	// by it, instead of by a claim of their own a transaction later.
+	Room func() int
 }
 
 // ClaimNextResult is what ClaimNext claimed and what it left.
@@ -110,6 +116,10 @@ type ClaimNextResult struct {
 	// (zero: none is waiting for a time). A store may
 	// leave it zero when it claimed Limit runs: the caller claims again.
 	NextAt time.Time
+	// Limit is the bound the claim applied: the request's Limit, or what
+	// its Room answered when that was less. Fewer runs than Limit means
+	// the store had no more to give.
+	Limit int
 }
 
 // Change is what a shared store reports through Watch.

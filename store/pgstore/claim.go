@@ -63,7 +63,8 @@ func (s *Store) claimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 	}
 	var res store.ClaimNextResult
 	err := s.run(ctx, func(w *wtx) error {
-		res = store.ClaimNextResult{}
+		req.Limit = limitNow(&req)
+		res = store.ClaimNextResult{Limit: req.Limit}
 		if len(all) == 0 {
 			return nil
 		}
@@ -122,6 +123,17 @@ func (s *Store) claimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 	return res, err
 }
 
+// limitNow is the bound of a claim as it runs: req.Limit, or the
+// caller's free slots now (req.Room) when fewer. A claim runs when its
+// batch is built, after the transaction before it: its caller's slots
+// may have freed meanwhile.
+func limitNow(req *store.ClaimNextRequest) int {
+	if req.Room == nil {
+		return req.Limit
+	}
+	return max(min(req.Limit, req.Room()), 0)
+}
+
 // claimCmd is a claim of uncapped processes only: queued in its batch's
 // pipeline.
 type claimCmd struct {
@@ -134,7 +146,8 @@ type claimCmd struct {
 // queueClaimCmd queues c's claim in b; the function returned completes
 // its result once b is sent.
 func (w *wtx) queueClaimCmd(b *pgx.Batch, c *claimCmd) func() error {
-	c.res = store.ClaimNextResult{}
+	c.req.Limit = limitNow(&c.req)
+	c.res = store.ClaimNextResult{Limit: c.req.Limit}
 	c.waitNext = nil
 	w.queuePromote(b, &c.req, c.all, &c.waitNext)
 	w.queueClaim(b, &c.req, c.all, c.req.Limit, &c.res)

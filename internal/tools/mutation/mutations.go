@@ -1161,6 +1161,28 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-claim-ignores-room",
+		Guarantee: "PostgreSQL: a claim takes no more runs than its caller's room (ClaimNextRequest.Room)",
+		Edits: []Edit{{
+			File: "store/pgstore/claim.go",
+			Old:  "\tif req.Room == nil {\n\t\treturn req.Limit\n\t}",
+			New:  "\tif req.Room == nil || true {\n\t\treturn req.Limit\n\t}",
+		}},
+		Tests: []Test{pgTest("TestClaimTakesItsRoomWhenItRuns")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-claim-room-at-request",
+		Guarantee: "PostgreSQL: a claim asks its caller's room when it runs, not when it is requested",
+		Edits: []Edit{{
+			File: "store/pgstore/claim.go",
+			Old:  "\tres, err := s.claimNext(ctx, req)\n",
+			New:  "\treq.Limit = limitNow(&req)\n\tres, err := s.claimNext(ctx, req)\n",
+		}},
+		Tests: []Test{pgTest("TestClaimTakesItsRoomWhenItRuns")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-running-count-reads-backlog",
 		Guarantee: "PostgreSQL: a capped claim counts its process's running runs without reading the process's idle backlog",
 		Edits: []Edit{{
