@@ -70,17 +70,53 @@ func (w *wtx) queueEffStartMany(b *pgx.Batch, cs []*cmd) func() error {
 		return func() error { return nil }
 	}
 	n := len(cs)
-	ord := make([]int32, n)
-	ids, keys := make([]string, n), make([]string, n)
-	epochs, ats := make([]int64, n), make([]int64, n)
+	ids, epochs := make([]string, n), make([]int64, n)
 	for i, c := range cs {
-		e := c.effStart
-		ord[i], ids[i], keys[i], epochs[i], ats[i] = int32(i), e.runID, e.key, e.epoch, e.now.UnixNano()
+		ids[i], epochs[i] = c.effStart.runID, c.effStart.epoch
 	}
+	held, isHeld := w.s.held.at(ids, epochs)
 	done := make([]bool, n)
-	b.Queue(w.s.q.effStartMany, ord, ids, epochs, keys, ats).Query(func(rows pgx.Rows) error {
-		return scanDone(rows, done)
-	})
+	// Two statements: one for the runs this store holds from their claims
+	// (effStartHeld: named by seq), one for the others (by id).
+	for _, byHeld := range []bool{true, false} {
+		var idx []int32
+		var seqs []int64
+		var names, keys []string
+		var eps, ats []int64
+		for i, c := range cs {
+			if isHeld[i] != byHeld {
+				continue
+			}
+			e := c.effStart
+			idx, keys, eps, ats = append(idx, int32(i)), append(keys, e.key), append(eps, e.epoch), append(ats, e.now.UnixNano())
+			if byHeld {
+				seqs = append(seqs, held[i].seq)
+			} else {
+				names = append(names, e.runID)
+			}
+		}
+		if len(idx) == 0 {
+			continue
+		}
+		ord := make([]int32, len(idx))
+		for k := range ord {
+			ord[k] = int32(k)
+		}
+		sql, runs := w.s.q.effStartMany, any(names)
+		if byHeld {
+			sql, runs = w.s.q.effStartHeld, seqs
+		}
+		b.Queue(sql, ord, runs, eps, keys, ats).Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k int32
+				if err := rows.Scan(&k); err != nil {
+					return err
+				}
+				done[idx[k]] = true
+			}
+			return rows.Err()
+		})
+	}
 	return func() error {
 		return w.refuse(cs, done, func(c *cmd) string { return c.effStart.runID }, store.ErrFenced)
 	}

@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,5 +68,39 @@ func TestClaimTakesItsRoomWhenItRuns(t *testing.T) {
 				t.Fatalf("no room, limit 10, 5 runs left: %v, %d runs, limit %d, more %v; want 5, 10, false", err, len(res.Runs), res.Limit, res.More)
 			}
 		})
+	}
+}
+
+// TestHeldEffectStartFenced: an effect start of a run this store claimed
+// goes by the run's seq (no id lookup) and still carries the attempt's
+// epoch: once another node has taken the run over (its epoch raised),
+// the stale attempt's start is refused and writes nothing, while the
+// start of an attempt still holding its lease applies.
+func TestHeldEffectStartFenced(t *testing.T) {
+	ctx := context.Background()
+	s := openIn(t, t.TempDir(), pgstore.Options{})
+	admit(t, s, "p", 2, 0)
+	now := time.Now()
+	res, err := s.ClaimNext(ctx, store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Processes: map[string]int{"p": 0}, Limit: 2})
+	if err != nil || len(res.Runs) != 2 {
+		t.Fatalf("claim: %v, %d runs", err, len(res.Runs))
+	}
+	kept, taken := res.Runs[0], res.Runs[1]
+	sch := s.Schema()
+	// Another node takes the second run over: a claim of its own raises
+	// the epoch.
+	execAll(t, s, "UPDATE "+sch+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+strconv.FormatInt(taken.Seq, 10))
+	if err := s.StartEffect(ctx, kept.ID, kept.Epoch, "k", now); err != nil {
+		t.Fatalf("effect start of a run still held: %v", err)
+	}
+	if err := s.StartEffect(ctx, taken.ID, taken.Epoch, "k", now); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("effect start of a run taken over: %v, want ErrFenced", err)
+	}
+	effs, err := s.Effects(ctx, taken.ID)
+	if err != nil || len(effs) != 0 {
+		t.Fatalf("effects of the run taken over: %v, %+v; want none", err, effs)
+	}
+	if effs, err := s.Effects(ctx, kept.ID); err != nil || len(effs) != 1 || effs[0].Status != store.EffectStarted {
+		t.Fatalf("effects of the run still held: %v, %+v; want one started", err, effs)
 	}
 }

@@ -116,21 +116,21 @@ const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts
 type queries struct {
 	schema string // the quoted schema name
 
-	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts  string
-	groupSingleton, groupDebounce, pause, resume, selPaused                                     string
-	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                      string
-	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates string
-	lockKeys, tryLockKeys                                                                       string
-	selForUpdate, update, finishMany, finishHeld, insTL, insTL2                                 string
-	effStartMany, effFinishMany, effClear, effDone, effWait, setCtx, holdRate, heartbeat        string
-	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                     string
-	addCounts, idsExist, insRollup, insError                                                    string
-	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                string
-	selCounts, selAbandoned, selRollups, selErrors                                              string
-	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                      string
-	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                            string
-	nodeList, nodeHeld                                                                          string
-	notify                                                                                      string
+	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts         string
+	groupSingleton, groupDebounce, pause, resume, selPaused                                            string
+	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                             string
+	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates        string
+	lockKeys, tryLockKeys                                                                              string
+	selForUpdate, update, finishMany, finishHeld, insTL, insTL2                                        string
+	effStartMany, effStartHeld, effFinishMany, effClear, effDone, effWait, setCtx, holdRate, heartbeat string
+	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                            string
+	addCounts, idsExist, insRollup, insError                                                           string
+	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                       string
+	selCounts, selAbandoned, selRollups, selErrors                                                     string
+	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                             string
+	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                                   string
+	nodeList, nodeHeld                                                                                 string
+	notify                                                                                             string
 }
 
 // chainSeqs is a query of the seqs of the runs of the chain whose
@@ -372,6 +372,21 @@ func newQueries(schema string) queries {
 		w AS (
 			INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
 			SELECT seq, key, 'started', epoch, NULL, '', at, NULL FROM i
+			ON CONFLICT (run_seq, key) DO UPDATE SET status = 'started', epoch = excluded.epoch, output = NULL, error = '',
+				started_at = excluded.started_at, completed_at = NULL
+			WHERE $S.effects.status <> 'completed'
+			RETURNING run_seq, key)
+		SELECT i.ord FROM i JOIN w ON w.run_seq = i.seq AND w.key = i.key`)
+	// The same for runs this store holds from their claims (heldRuns),
+	// named by seq ($2) instead of id: no lookup, and each run found by
+	// one primary-key probe (seq = i.seq), as finishHeld finds its runs.
+	q.effStartHeld = s(`WITH i AS MATERIALIZED (
+			SELECT i.ord, i.seq, i.key, i.epoch, i.at
+			FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) AS i(ord, seq, epoch, key, at)),
+		w AS (
+			INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
+			SELECT i.seq, i.key, 'started', i.epoch, NULL, '', i.at, NULL
+			FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch
 			ON CONFLICT (run_seq, key) DO UPDATE SET status = 'started', epoch = excluded.epoch, output = NULL, error = '',
 				started_at = excluded.started_at, completed_at = NULL
 			WHERE $S.effects.status <> 'completed'

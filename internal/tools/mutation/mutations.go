@@ -1106,8 +1106,8 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: an attempt's end carries its lease epoch: a stale or taken-over attempt's completion changes nothing",
 		Edits: []Edit{{
 			File: "store/pgstore/sql.go",
-			Old:  " r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch",
-			New:  " r.seq = i.seq AND ` + stillRunning + ` AND i.epoch > 0",
+			Old:  "FROM ` + from + ` r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch",
+			New:  "FROM ` + from + ` r.seq = i.seq AND ` + stillRunning + ` AND i.epoch > 0",
 		}},
 		Tests: []Test{pgConf("Lease/StaleCompletionWhileRunning"), pgTest("TestGoneNodeRunsTakenOver")},
 		Needs: pgURL,
@@ -1158,6 +1158,17 @@ var pgMutations = []Mutation{
 			New:  "\tif s.opts.Writers > 1<<20 {\n\t\terr := s.do(ctx, c)",
 		}},
 		Tests: []Test{pgTest("TestQueuedEffectEndWithWriters")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-held-effect-start-ignores-epoch",
+		Guarantee: "PostgreSQL: an effect start of a run this store claimed carries its epoch: once the run is taken over, the stale attempt cannot start an effect",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch",
+			New:  "FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND i.epoch > 0",
+		}},
+		Tests: []Test{pgTest("TestHeldEffectStartFenced")},
 		Needs: pgURL,
 	},
 	{
