@@ -59,8 +59,10 @@ func (s *Store) QueueFinishEffect(ctx context.Context, runID string, epoch int64
 	}
 }
 
-// queueEffStartMany queues the effect starts of a batch, one statement,
-// in b; the function returned sets the refusals once b is sent. A start
+// queueEffStartMany queues the effect starts of a batch in b, one
+// statement for the runs this store holds from their claims (by seq) and
+// one for the others (by id); the function returned sets the refusals
+// once b is sent. A start
 // whose run is not running at its epoch, or whose effect is already
 // completed, is refused (ErrFenced; ErrNotFound for an unknown run).
 // Two starts of one effect in a batch fail the statement, and the batch
