@@ -100,7 +100,9 @@ type ClaimNextRequest struct {
 	// runs rather than when it is requested: the claim takes at most
 	// min(Limit, Room()) runs. Slots that free while the claim waits for
 	// the store (its writer busy with the transaction before) are filled
-	// by it, instead of by a claim of their own a transaction later.
+	// by it, instead of by a claim of their own a transaction later. The
+	// store calls it from its own goroutine, while the caller waits for
+	// ClaimNext: it must be safe for that, quick, and not call the store.
 	Room func() int
 }
 

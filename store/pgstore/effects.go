@@ -109,14 +109,7 @@ func (w *wtx) queueEffStartMany(b *pgx.Batch, cs []*cmd) func() error {
 			sql, runs = w.s.q.effStartHeld, seqs
 		}
 		b.Queue(sql, ord, runs, eps, keys, ats).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var k int32
-				if err := rows.Scan(&k); err != nil {
-					return err
-				}
-				done[idx[k]] = true
-			}
-			return rows.Err()
+			return scanDone(rows, done, idx)
 		})
 	}
 	return func() error {
@@ -145,7 +138,7 @@ func (w *wtx) queueEffFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 	}
 	done := make([]bool, n)
 	b.Queue(w.s.q.effFinishMany, ord, ids, epochs, keys, sts, outs, errs, ats).Query(func(rows pgx.Rows) error {
-		return scanDone(rows, done)
+		return scanDone(rows, done, nil)
 	})
 	return func() error {
 		for i, c := range cs {
@@ -157,12 +150,17 @@ func (w *wtx) queueEffFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 	}
 }
 
-// scanDone marks done the ordinals rows return.
-func scanDone(rows pgx.Rows, done []bool) error {
+// scanDone marks done the ordinals rows return: each ordinal's command
+// is done[idx[ordinal]], or done[ordinal] when idx is nil (the statement
+// had every command of the batch).
+func scanDone(rows pgx.Rows, done []bool, idx []int32) error {
 	for rows.Next() {
 		var i int32
 		if err := rows.Scan(&i); err != nil {
 			return err
+		}
+		if idx != nil {
+			i = idx[i]
 		}
 		done[i] = true
 	}
