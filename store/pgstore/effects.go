@@ -117,29 +117,46 @@ func (w *wtx) queueEffStartMany(b *pgx.Batch, cs []*cmd) func() error {
 	}
 }
 
-// queueEffFinishMany queues the effect outcomes of a batch, one
-// statement, in b; the function returned sets the refusals once b is
-// sent. An outcome applies whatever the run's state is now (the side
-// effect did happen); it is refused (ErrFenced) only when the record is
-// no longer the one started at its epoch.
-func (w *wtx) queueEffFinishMany(b *pgx.Batch, cs []*cmd) func() error {
+// outcomes are rows of a statement of a batch's effect outcomes. Those
+// whose runs this store holds from their claims (heldRuns) are the rows
+// of effFinishHeld, written with the batch's attempt ends of held runs
+// when it has some (finishHeldEff: one statement for both), else on
+// their own.
+type outcomes struct {
+	idx   []int32 // each row's command, by its place in the batch's outcomes
+	in    []bool  // the batch's outcomes that are rows
+	args  []any   // the statement's arguments
+	done  []bool  // the batch's outcomes that applied
+	taken bool    // queued with the attempt ends
+}
+
+// queueEffFinishMany queues the effect outcomes of a batch (cs) in b: those
+// of runs this store holds by seq, in one statement with the batch's
+// attempt ends if they took them (h) or on their own, and the others by
+// id; the function returned sets the refusals once b is sent. An outcome
+// applies whatever the run's state is now (the side effect did happen);
+// it is refused (ErrFenced) only when the record is no longer the one
+// started at its epoch.
+func (w *wtx) queueEffFinishMany(b *pgx.Batch, cs []*cmd, h *outcomes) func() error {
 	if len(cs) == 0 {
 		return func() error { return nil }
 	}
-	n := len(cs)
-	ord := make([]int32, n)
-	ids, keys, sts, errs := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	epochs, ats := make([]int64, n), make([]int64, n)
-	outs := make([][]byte, n)
-	for i, c := range cs {
-		e := c.effFin
-		ord[i], ids[i], keys[i], epochs[i], ats[i] = int32(i), e.runID, e.key, e.epoch, e.now.UnixNano()
-		sts[i], outs[i], errs[i] = string(e.status), blob(e.output), e.errMsg
+	if h != nil && !h.taken {
+		b.Queue(w.s.q.effFinishHeld, h.args...).Query(func(rows pgx.Rows) error {
+			return scanDone(rows, h.done, h.idx)
+		})
 	}
-	done := make([]bool, n)
-	b.Queue(w.s.q.effFinishMany, ord, ids, epochs, keys, sts, outs, errs, ats).Query(func(rows pgx.Rows) error {
-		return scanDone(rows, done, nil)
-	})
+	var done []bool
+	if h != nil {
+		done = h.done
+	} else {
+		done = make([]bool, len(cs))
+	}
+	if wide := outcomeRows(cs, done, func(i int) bool { return h == nil || !h.in[i] }, nil); wide != nil {
+		b.Queue(w.s.q.effFinishMany, wide.args...).Query(func(rows pgx.Rows) error {
+			return scanDone(rows, done, wide.idx)
+		})
+	}
 	return func() error {
 		for i, c := range cs {
 			if !done[i] {
@@ -148,6 +165,59 @@ func (w *wtx) queueEffFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 		}
 		return nil
 	}
+}
+
+// heldOutcomesOf returns the outcomes of cs whose runs this store holds
+// at their epochs, or nil if none is.
+func (w *wtx) heldOutcomesOf(cs []*cmd) *outcomes {
+	if len(cs) == 0 {
+		return nil
+	}
+	ids, epochs := make([]string, len(cs)), make([]int64, len(cs))
+	for i, c := range cs {
+		ids[i], epochs[i] = c.effFin.runID, c.effFin.epoch
+	}
+	held, isHeld := w.s.held.at(ids, epochs)
+	done := make([]bool, len(cs))
+	return outcomeRows(cs, done, func(i int) bool { return isHeld[i] }, func(i int) any { return held[i].seq })
+}
+
+// outcomeRows returns the rows of the outcomes of cs that pick selects,
+// naming each run by seq (seq) or, if seq is nil, by id; nil if none is
+// selected.
+func outcomeRows(cs []*cmd, done []bool, pick func(int) bool, seq func(int) any) *outcomes {
+	var idx []int32
+	in := make([]bool, len(cs))
+	var seqs []int64
+	var names, keys, sts, errs []string
+	var eps, ats []int64
+	var outs [][]byte
+	for i, c := range cs {
+		if !pick(i) {
+			continue
+		}
+		e := c.effFin
+		in[i] = true
+		idx, keys, eps, ats = append(idx, int32(i)), append(keys, e.key), append(eps, e.epoch), append(ats, e.now.UnixNano())
+		sts, outs, errs = append(sts, string(e.status)), append(outs, blob(e.output)), append(errs, e.errMsg)
+		if seq != nil {
+			seqs = append(seqs, seq(i).(int64))
+		} else {
+			names = append(names, e.runID)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	ord := make([]int32, len(idx))
+	for k := range ord {
+		ord[k] = int32(k)
+	}
+	runs := any(names)
+	if seq != nil {
+		runs = seqs
+	}
+	return &outcomes{idx: idx, in: in, done: done, args: []any{ord, runs, eps, keys, sts, outs, errs, ats}}
 }
 
 // scanDone marks done the ordinals rows return: each ordinal's command

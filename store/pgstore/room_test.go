@@ -104,3 +104,89 @@ func TestHeldEffectStartFenced(t *testing.T) {
 		t.Fatalf("effects of the run still held: %v, %+v; want one started", err, effs)
 	}
 }
+
+// TestHeldEffectOutcomesWithEnds: the effect outcomes of runs this store
+// claimed are written in the statement of a batch's attempt ends of
+// such runs (one statement for both, by seq). In one batch: an outcome
+// and the end of its run, an outcome whose run's end is not in the
+// batch, and an outcome and an end of a run taken over by another node,
+// whose effect its new attempt started again: the first two outcomes
+// and the first end apply; the stale outcome and end are refused and
+// change nothing.
+func TestHeldEffectOutcomesWithEnds(t *testing.T) {
+	ctx := context.Background()
+	s := openIn(t, t.TempDir(), pgstore.Options{})
+	admit(t, s, "p", 3, 0)
+	now := time.Now()
+	res, err := s.ClaimNext(ctx, store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Processes: map[string]int{"p": 0}, Limit: 3})
+	if err != nil || len(res.Runs) != 3 {
+		t.Fatalf("claim: %v, %d runs", err, len(res.Runs))
+	}
+	ended, open, taken := res.Runs[0], res.Runs[1], res.Runs[2]
+	for _, r := range res.Runs {
+		if err := s.StartEffect(ctx, r.ID, r.Epoch, "k", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another node takes the third run over and starts its effect again.
+	seq := strconv.FormatInt(taken.Seq, 10)
+	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+seq,
+		"UPDATE "+s.Schema()+".effects SET epoch = epoch + 1 WHERE run_seq = "+seq)
+
+	// The writer holds an admission's batch; the outcomes and ends are
+	// queued behind it, so they share the next one.
+	before := s.Stats()
+	inCommit, release := holdFirstCommit(t, s.Schema())
+	admitted := make(chan struct{})
+	go func() { defer close(admitted); admit(t, s, "q", 1, 0) }()
+	<-inCommit
+	var waits []func() error
+	for _, r := range res.Runs {
+		waits = append(waits, s.QueueFinishEffect(ctx, r.ID, r.Epoch, "k", store.EffectCompleted, []byte(`"`+r.ID+`"`), "", now))
+	}
+	endErrs := make([]chan error, 2)
+	for i, r := range []store.Run{ended, taken} {
+		endErrs[i] = make(chan error, 1)
+		go func() {
+			_, err := s.Update(ctx, store.Update{RunID: r.ID, Epoch: r.Epoch, Action: store.ActionComplete, Now: now})
+			endErrs[i] <- err
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // the ends are queued behind the held batch
+	release()
+	<-admitted
+	for i, w := range waits {
+		err := w()
+		if want := i < 2; (err == nil) != want {
+			t.Errorf("outcome of run %d: %v, want applied %v", i, err, want)
+		}
+		if i == 2 && !errors.Is(err, store.ErrFenced) {
+			t.Errorf("outcome of the run taken over: %v, want ErrFenced", err)
+		}
+	}
+	if err := <-endErrs[0]; err != nil {
+		t.Errorf("end of a run still held: %v", err)
+	}
+	if err := <-endErrs[1]; !errors.Is(err, store.ErrFenced) {
+		t.Errorf("end of the run taken over: %v, want ErrFenced", err)
+	}
+	if after := s.Stats(); after.Batches-before.Batches != 2 {
+		t.Errorf("%d batches for the admission and the outcomes and ends; want 2 (the test did not put them in one batch)", after.Batches-before.Batches)
+	}
+	for _, c := range []struct {
+		r      store.Run
+		status store.EffectStatus
+		output string
+	}{{ended, store.EffectCompleted, `"` + ended.ID + `"`}, {open, store.EffectCompleted, `"` + open.ID + `"`}, {taken, store.EffectStarted, ""}} {
+		effs, err := s.Effects(ctx, c.r.ID)
+		if err != nil || len(effs) != 1 || effs[0].Status != c.status || string(effs[0].Output) != c.output {
+			t.Errorf("effects of run %s: %v, %+v; want one %s with output %q", c.r.ID, err, effs, c.status, c.output)
+		}
+	}
+	for r, want := range map[string]store.Status{ended.ID: store.StatusCompleted, open.ID: store.StatusRunning, taken.ID: store.StatusRunning} {
+		got, err := s.Run(ctx, r)
+		if err != nil || got.Status != want {
+			t.Errorf("run %s: %v, %s; want %s", r, err, got.Status, want)
+		}
+	}
+}

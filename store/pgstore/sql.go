@@ -3,6 +3,7 @@ package pgstore
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -106,6 +107,27 @@ func finishEnd(from, ret, out string) string {
 		SELECT ` + out + ` FROM u`
 }
 
+// heldEndRet and heldEndOut are what finishEnd returns for the ends of
+// held runs: only what their claims did not return (heldEnd).
+const (
+	heldEndRet = `i.ord, i.at, i.note, r.seq, r.status, r.error, r.error_code, r.attempts, r.started_at, r.completed_at, r.tl,
+				r.then_event, r.idem_key, r.version, r.group_key, r.wait_key`
+	heldEndOut = `ord, then_event, coalesce(idem_key, ''), version, coalesce(group_key, ''), coalesce(wait_key, '')`
+)
+
+// effFinishHeld is the statement of the outcomes of effects of held runs,
+// its parameters numbered from first: ordinals, run seqs, epochs, keys,
+// statuses, outputs, errors, times. Each applies only to its record still
+// started at its epoch, and returns its ordinal.
+func effFinishHeld(first int) string {
+	p := func(k int, typ string) string { return "$" + strconv.Itoa(first+k) + "::" + typ + "[]" }
+	return `UPDATE $S.effects e SET status = o.status, output = o.output, error = o.error, completed_at = o.at
+		FROM unnest(` + p(0, "int") + `, ` + p(1, "bigint") + `, ` + p(2, "bigint") + `, ` + p(3, "text") + `, ` + p(4, "text") + `, ` +
+		p(5, "bytea") + `, ` + p(6, "text") + `, ` + p(7, "bigint") + `) AS o(ord, seq, epoch, key, status, output, error, at)
+		WHERE e.run_seq = o.seq AND e.key = o.key AND e.status = 'started' AND e.epoch = o.epoch
+		RETURNING o.ord`
+}
+
 // claimSet is the SET list of a claim: $1 owner, $2 lease expiry, $3 now.
 const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts + 1, lease_owner = $1, lease_expires = $2,
 	started_at = $3, retry_at = NULL, output = NULL`
@@ -116,21 +138,21 @@ const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts
 type queries struct {
 	schema string // the quoted schema name
 
-	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts         string
-	groupSingleton, groupDebounce, pause, resume, selPaused                                            string
-	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                             string
-	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates        string
-	lockKeys, tryLockKeys                                                                              string
-	selForUpdate, update, finishMany, finishHeld, insTL, insTL2                                        string
-	effStartMany, effStartHeld, effFinishMany, effClear, effDone, effWait, setCtx, holdRate, heartbeat string
-	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                            string
-	addCounts, idsExist, insRollup, insError                                                           string
-	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                       string
-	selCounts, selAbandoned, selRollups, selErrors                                                     string
-	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                             string
-	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                                   string
-	nodeList, nodeHeld                                                                                 string
-	notify                                                                                             string
+	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts                        string
+	groupSingleton, groupDebounce, pause, resume, selPaused                                                           string
+	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                                            string
+	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates                       string
+	lockKeys, tryLockKeys                                                                                             string
+	selForUpdate, update, finishMany, finishHeld, finishHeldEff, insTL, insTL2                                        string
+	effStartMany, effStartHeld, effFinishMany, effFinishHeld, effClear, effDone, effWait, setCtx, holdRate, heartbeat string
+	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                                           string
+	addCounts, idsExist, insRollup, insError                                                                          string
+	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                                      string
+	selCounts, selAbandoned, selRollups, selErrors                                                                    string
+	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                                            string
+	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                                                  string
+	nodeList, nodeHeld                                                                                                string
+	notify                                                                                                            string
 }
 
 // chainSeqs is a query of the seqs of the runs of the chain whose
@@ -350,10 +372,16 @@ func newQueries(schema string) queries {
 	// filtering the runs by seq = ANY first and then matching each to its
 	// row cost a third more per run under load, and more as batches grew.
 	q.finishHeld = s(`WITH i AS MATERIALIZED (SELECT * FROM ` + finishRows("seq", "bigint") + `),
-		` + finishEnd(`i WHERE`,
-		`i.ord, i.at, i.note, r.seq, r.status, r.error, r.error_code, r.attempts, r.started_at, r.completed_at, r.tl,
-				r.then_event, r.idem_key, r.version, r.group_key, r.wait_key`,
-		`ord, then_event, coalesce(idem_key, ''), version, coalesce(group_key, ''), coalesce(wait_key, '')`))
+		` + finishEnd(`i WHERE`, heldEndRet, heldEndOut))
+	// finishHeld with effect outcomes of held runs (effFinishHeld's rows,
+	// from $17): one statement where a batch has both, as a run's effect
+	// and its attempt's end usually are (a queued effect outcome rides
+	// with the handler's next write). The outcomes' ordinals come back
+	// after the ends', as -1 - ord.
+	q.finishHeldEff = s(`WITH i AS MATERIALIZED (SELECT * FROM ` + finishRows("seq", "bigint") + `),
+		f AS (` + effFinishHeld(17) + `),
+		` + finishEnd(`i WHERE`, heldEndRet, heldEndOut) + `
+		UNION ALL SELECT -1 - ord, '', '', '', '', '' FROM f`)
 	q.insTL = s(`INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`)
 	// The two entries of an attempt's end: its claim ($4: the attempt
 	// it started) and its end ($10: the run's attempts after it, fewer
@@ -401,6 +429,10 @@ func newQueries(schema string) queries {
 		UPDATE $S.effects e SET status = i.status, output = i.output, error = i.error, completed_at = i.at
 		FROM i WHERE e.run_seq = i.seq AND e.key = i.key AND e.status = 'started' AND e.epoch = i.epoch
 		RETURNING i.ord`)
+	// The same for runs this store holds from their claims (heldRuns),
+	// named by seq ($2) instead of id: each effect found by its whole
+	// primary key, no lookup.
+	q.effFinishHeld = s(effFinishHeld(1))
 	// The effects left started and the waits that no signal ended.
 	q.effClear = s(`DELETE FROM $S.effects WHERE run_seq = $1 AND status IN ('started', 'waiting')`)
 	q.effDone = s(`INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)

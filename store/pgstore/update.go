@@ -209,7 +209,7 @@ func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update, 
 // that applied for the transaction to insert (followUps). An attempt
 // whose run is no longer running at its epoch is refused: ErrFenced, or
 // ErrNotFound for an unknown run.
-func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd) func() error {
+func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() error {
 	if len(cs) == 0 {
 		return func() error { return nil }
 	}
@@ -251,12 +251,20 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd) func() error {
 		})
 	}
 	if len(fromClaim) > 0 {
-		b.Queue(w.s.q.finishHeld, finishArgs(cs, fromClaim, args, func(i int) int64 { return held[i].seq })...).Query(func(rows pgx.Rows) error {
+		sql, fargs := w.s.q.finishHeld, finishArgs(cs, fromClaim, args, func(i int) int64 { return held[i].seq })
+		if eff != nil {
+			sql, fargs, eff.taken = w.s.q.finishHeldEff, append(fargs, eff.args...), true
+		}
+		b.Queue(sql, fargs...).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var k int32
 				var e heldEnd
 				if err := rows.Scan(&k, &e.then, &e.idem, &e.version, &e.groupKey, &e.waitKey); err != nil {
 					return err
+				}
+				if k < 0 { // an effect outcome (finishHeldEff)
+					eff.done[eff.idx[-1-k]] = true
+					continue
 				}
 				i := fromClaim[k]
 				applied(i, endedRun(&held[i], ids[i], &e, args[i]))

@@ -209,7 +209,8 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	// from callers none of which waits for another's, so their order in
 	// the transaction is free.
 	b := &pgx.Batch{}
-	after := []func() error{w.queueFinishMany(b, fins), w.queueEffStartMany(b, starts), w.queueEffFinishMany(b, finishes)}
+	eff := w.heldOutcomesOf(finishes) // written with the held runs' ends, if any
+	after := []func() error{w.queueFinishMany(b, fins, eff), w.queueEffStartMany(b, starts), w.queueEffFinishMany(b, finishes, eff)}
 	for _, c := range claims {
 		after = append(after, w.queueClaimCmd(b, c.claim))
 	}

@@ -1172,6 +1172,28 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-held-effect-outcome-ignores-epoch",
+		Guarantee: "PostgreSQL: an effect outcome of a run this store claimed applies only to the record its attempt started: once another node's attempt started the effect again, the stale outcome is refused",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "AND e.status = 'started' AND e.epoch = o.epoch",
+			New:  "AND e.status = 'started' AND o.epoch > 0",
+		}},
+		Tests: []Test{pgTest("TestHeldEffectOutcomesWithEnds")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-outcomes-with-ends-lost",
+		Guarantee: "PostgreSQL: effect outcomes written in the statement of a batch's attempt ends are answered as written",
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "eff.done[eff.idx[-1-k]] = true",
+			New:  "_ = eff",
+		}},
+		Tests: []Test{pgTest("TestHeldEffectOutcomesWithEnds")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-claim-ignores-room",
 		Guarantee: "PostgreSQL: a claim takes no more runs than its caller's room (ClaimNextRequest.Room)",
 		Edits: []Edit{{
