@@ -60,9 +60,10 @@ func (s *Store) QueueFinishEffect(ctx context.Context, runID string, epoch int64
 }
 
 // queueEffStartMany queues the effect starts of a batch in b, one
-// statement for the runs this store holds from their claims (by seq) and
-// one for the others (by id); the function returned sets the refusals
-// once b is sent. A start
+// statement for each kind of start: of a key new to a run this store
+// holds from its first claim (effStartNew: a plain insert), of another
+// key of a run it holds (effStartHeld: by seq), and of the other runs (by
+// id); the function returned sets the refusals once b is sent. A start
 // whose run is not running at its epoch, or whose effect is already
 // completed, is refused (ErrFenced; ErrNotFound for an unknown run).
 // Two starts of one effect in a batch fail the statement, and the batch
@@ -77,24 +78,38 @@ func (w *wtx) queueEffStartMany(b *pgx.Batch, cs []*cmd) func() error {
 		ids[i], epochs[i] = c.effStart.runID, c.effStart.epoch
 	}
 	held, isHeld := w.s.held.at(ids, epochs)
+	const (
+		byID = iota
+		byHeld
+		isNew
+	)
+	kind := make([]int, n)
+	for i, c := range cs {
+		switch {
+		case !isHeld[i]:
+			kind[i] = byID
+		case w.s.held.newEffect(c.effStart.runID, c.effStart.epoch, c.effStart.key):
+			kind[i] = isNew
+		default:
+			kind[i] = byHeld
+		}
+	}
 	done := make([]bool, n)
-	// Two statements: one for the runs this store holds from their claims
-	// (effStartHeld: named by seq), one for the others (by id).
-	for _, byHeld := range []bool{true, false} {
+	for _, k := range []int{isNew, byHeld, byID} {
 		var idx []int32
 		var seqs []int64
 		var names, keys []string
 		var eps, ats []int64
 		for i, c := range cs {
-			if isHeld[i] != byHeld {
+			if kind[i] != k {
 				continue
 			}
 			e := c.effStart
 			idx, keys, eps, ats = append(idx, int32(i)), append(keys, e.key), append(eps, e.epoch), append(ats, e.now.UnixNano())
-			if byHeld {
-				seqs = append(seqs, held[i].seq)
-			} else {
+			if k == byID {
 				names = append(names, e.runID)
+			} else {
+				seqs = append(seqs, held[i].seq)
 			}
 		}
 		if len(idx) == 0 {
@@ -105,8 +120,11 @@ func (w *wtx) queueEffStartMany(b *pgx.Batch, cs []*cmd) func() error {
 			ord[k] = int32(k)
 		}
 		sql, runs := w.s.q.effStartMany, any(names)
-		if byHeld {
+		switch k {
+		case byHeld:
 			sql, runs = w.s.q.effStartHeld, seqs
+		case isNew:
+			sql, runs = w.s.q.effStartNew, seqs
 		}
 		b.Queue(sql, ord, runs, eps, keys, ats).Query(func(rows pgx.Rows) error {
 			return scanDone(rows, done, idx)

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"bytes"
+	"slices"
 	"sync"
 	"time"
 
@@ -27,6 +28,12 @@ type heldRun struct {
 	process, event, correlation, parent string
 	rateKey, concKey                    string
 	depth, attempts, priority           int
+	// fresh is set if the claim was the run's first (epoch 1): no attempt
+	// before it recorded an effect, and none but this one can while it
+	// holds the run, so the run has no effect records but those whose
+	// starts this store sent for it (keys).
+	fresh bool
+	keys  []string
 }
 
 // heldRuns are the runs this store claimed, by id, as their claims
@@ -52,7 +59,7 @@ func (h *heldRuns) remember(runs []store.Run) {
 		r := &runs[i]
 		h.m[r.ID] = heldRun{seq: r.Seq, epoch: r.Epoch, created: r.CreatedAt.UnixNano(), started: r.StartedAt.UnixNano(),
 			process: r.Process, event: r.Event, correlation: r.CorrelationID, parent: r.ParentID,
-			rateKey: r.RateKey, concKey: r.ConcurrencyKey, depth: r.Depth, attempts: r.Attempts, priority: r.Priority}
+			rateKey: r.RateKey, concKey: r.ConcurrencyKey, depth: r.Depth, attempts: r.Attempts, priority: r.Priority, fresh: r.Epoch == 1}
 	}
 }
 
@@ -75,6 +82,28 @@ func (h *heldRuns) at(ids []string, epochs []int64) ([]heldRun, []bool) {
 		}
 	}
 	return runs, ok
+}
+
+// newEffect records that a start of effect key is sent for the run id at
+// epoch, and reports whether the run held at that epoch can have no
+// record of key: the claim was its first and no start of key was sent for
+// it before (even one that did not apply, or a batch retried command by
+// command: only the first send may take the key as new). A start of a new
+// key is a plain insert (effStartNew), without the conflict check an
+// upsert costs.
+func (h *heldRuns) newEffect(id string, epoch int64, key string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r, ok := h.m[id]
+	if !ok || r.epoch != epoch {
+		return false
+	}
+	if slices.Contains(r.keys, key) {
+		return false
+	}
+	r.keys = append(r.keys, key)
+	h.m[id] = r
+	return r.fresh
 }
 
 // heldEnd is what an end of a held run returns (finishHeld): the fields

@@ -190,3 +190,90 @@ func TestHeldEffectOutcomesWithEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestNewEffectStarts: the start of an effect key a run held from its
+// first claim has no record of is a plain insert; every other start is
+// an upsert. So in one attempt an effect that failed starts again (its
+// record exists), a run claimed again after an attempt that recorded an
+// effect starts it again, and stale attempts' starts (of a key the run's
+// new holder started, of a key of a run claimed before) are refused,
+// never an error.
+func TestNewEffectStarts(t *testing.T) {
+	ctx := context.Background()
+	s := openIn(t, t.TempDir(), pgstore.Options{})
+	admit(t, s, "p", 2, 0)
+	now := time.Now()
+	claim := func(n int) []store.Run {
+		t.Helper()
+		res, err := s.ClaimNext(ctx, store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Processes: map[string]int{"p": 0}, Limit: n})
+		if err != nil || len(res.Runs) != n {
+			t.Fatalf("claim: %v, %d runs, want %d", err, len(res.Runs), n)
+		}
+		return res.Runs
+	}
+	status := func(r store.Run) (store.EffectStatus, int64) {
+		t.Helper()
+		effs, err := s.Effects(ctx, r.ID)
+		if err != nil || len(effs) != 1 {
+			t.Fatalf("effects of %s: %v, %+v; want one", r.ID, err, effs)
+		}
+		return effs[0].Status, effs[0].Epoch
+	}
+	rs := claim(2)
+	r, stale := rs[0], rs[1]
+	if r.Epoch != 1 {
+		t.Fatalf("first claim at epoch %d", r.Epoch)
+	}
+	// One attempt: the effect fails and starts again.
+	if err := s.StartEffect(ctx, r.ID, r.Epoch, "k", now); err != nil {
+		t.Fatalf("first start: %v", err)
+	}
+	if err := s.FinishEffect(ctx, r.ID, r.Epoch, "k", store.EffectFailed, nil, "boom", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.StartEffect(ctx, r.ID, r.Epoch, "k", now); err != nil {
+		t.Fatalf("start again after a failure, same attempt: %v", err)
+	}
+	if st, ep := status(r); st != store.EffectStarted || ep != 1 {
+		t.Fatalf("after the second start: %s at epoch %d, want started at 1", st, ep)
+	}
+	// The attempt fails; the next one, from a claim at epoch 2, records
+	// the effect's failure and starts it again.
+	if err := s.FinishEffect(ctx, r.ID, r.Epoch, "k", store.EffectFailed, nil, "boom", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, store.Update{RunID: r.ID, Epoch: r.Epoch, Action: store.ActionRetryLater, Now: now, Error: "boom"}); err != nil {
+		t.Fatal(err)
+	}
+	r2 := claim(1)[0]
+	if r2.ID != r.ID || r2.Epoch != 2 {
+		t.Fatalf("claimed %s at epoch %d, want %s at 2", r2.ID, r2.Epoch, r.ID)
+	}
+	if err := s.StartEffect(ctx, r2.ID, r2.Epoch, "k", now); err != nil {
+		t.Fatalf("start in the second attempt: %v", err)
+	}
+	if st, ep := status(r2); st != store.EffectStarted || ep != 2 {
+		t.Fatalf("after the second attempt's start: %s at epoch %d, want started at 2", st, ep)
+	}
+	// Another node takes the run over: the second attempt's start of
+	// another key (an upsert: the run's claim was not its first) is
+	// refused and writes nothing.
+	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+strconv.FormatInt(r2.Seq, 10))
+	if err := s.StartEffect(ctx, r2.ID, r2.Epoch, "k2", now); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("stale second attempt's start: %v, want ErrFenced", err)
+	}
+	if effs, err := s.Effects(ctx, r2.ID); err != nil || len(effs) != 1 {
+		t.Fatalf("effects after the stale start: %v, %+v; want only k", err, effs)
+	}
+	// Another node takes the other run over and starts the effect; the
+	// stale attempt's start, of a key new to it, is refused.
+	seq := strconv.FormatInt(stale.Seq, 10)
+	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+seq,
+		"INSERT INTO "+s.Schema()+".effects (run_seq, key, status, epoch, started_at) VALUES ("+seq+", 'k', 'started', 2, 1)")
+	if err := s.StartEffect(ctx, stale.ID, stale.Epoch, "k", now); !errors.Is(err, store.ErrFenced) {
+		t.Fatalf("stale attempt's start: %v, want ErrFenced", err)
+	}
+	if st, ep := status(stale); st != store.EffectStarted || ep != 2 {
+		t.Fatalf("the new holder's record: %s at epoch %d, want started at 2", st, ep)
+	}
+}

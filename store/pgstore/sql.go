@@ -138,21 +138,21 @@ const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts
 type queries struct {
 	schema string // the quoted schema name
 
-	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts                        string
-	groupSingleton, groupDebounce, pause, resume, selPaused                                                           string
-	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                                            string
-	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates                       string
-	lockKeys, tryLockKeys                                                                                             string
-	selForUpdate, update, finishMany, finishHeld, finishHeldEff, insTL, insTL2                                        string
-	effStartMany, effStartHeld, effFinishMany, effFinishHeld, effClear, effDone, effWait, setCtx, holdRate, heartbeat string
-	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                                           string
-	addCounts, idsExist, insRollup, insError                                                                          string
-	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                                      string
-	selCounts, selAbandoned, selRollups, selErrors                                                                    string
-	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                                            string
-	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                                                  string
-	nodeList, nodeHeld                                                                                                string
-	notify                                                                                                            string
+	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts                                     string
+	groupSingleton, groupDebounce, pause, resume, selPaused                                                                        string
+	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                                                         string
+	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates                                    string
+	lockKeys, tryLockKeys                                                                                                          string
+	selForUpdate, update, finishMany, finishHeld, finishHeldEff, insTL, insTL2                                                     string
+	effStartMany, effStartHeld, effStartNew, effFinishMany, effFinishHeld, effClear, effDone, effWait, setCtx, holdRate, heartbeat string
+	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                                                        string
+	addCounts, idsExist, insRollup, insError                                                                                       string
+	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                                                   string
+	selCounts, selAbandoned, selRollups, selErrors                                                                                 string
+	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                                                         string
+	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                                                               string
+	nodeList, nodeHeld                                                                                                             string
+	notify                                                                                                                         string
 }
 
 // chainSeqs is a query of the seqs of the runs of the chain whose
@@ -420,6 +420,20 @@ func newQueries(schema string) queries {
 			WHERE $S.effects.status <> 'completed'
 			RETURNING run_seq, key)
 		SELECT i.ord FROM i JOIN w ON w.run_seq = i.seq AND w.key = i.key`)
+	// The same for keys that have no record (heldRuns.newEffect): a
+	// plain insert of the starts whose runs are still running at their
+	// epochs, which are the starts that apply (an insert that met a
+	// record would fail the statement), without the conflict check of an
+	// upsert, which cost twice as much a row (3.5-4.7 against 7.3-8.0 µs,
+	// measured on batches of 64).
+	q.effStartNew = s(`WITH i AS MATERIALIZED (
+			SELECT i.ord, i.seq, i.key, i.epoch, i.at
+			FROM unnest($1::int[], $2::bigint[], $3::bigint[], $4::text[], $5::bigint[]) AS i(ord, seq, epoch, key, at)),
+		a AS MATERIALIZED (SELECT i.* FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch),
+		w AS (
+			INSERT INTO $S.effects (run_seq, key, status, epoch, output, error, started_at, completed_at)
+			SELECT seq, key, 'started', epoch, NULL, '', at, NULL FROM a)
+		SELECT ord FROM a`)
 	// The runs' seqs are looked up first (materialized), so that each
 	// effect is then found by its whole primary key.
 	q.effFinishMany = s(`WITH i AS MATERIALIZED (

@@ -62,6 +62,8 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
 		{"effect starts of held runs", s.q.effStartHeld, []any{ords, seqs, eps, keys, eps},
 			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i"}},
+		{"effect starts of new keys of held runs", s.q.effStartNew, []any{ords, seqs, eps, keys, eps},
+			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i"}},
 		{"retention's window", s.q.pruneScan, []any{int64(5), int64(100), 40},
 			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq > "}},
 		{"retention", s.q.prune, []any{int64(5), eps},

@@ -1165,10 +1165,21 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: an effect start of a run this store claimed carries its epoch: once the run is taken over, the stale attempt cannot start an effect",
 		Edits: []Edit{{
 			File: "store/pgstore/sql.go",
-			Old:  "FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch",
-			New:  "FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND i.epoch > 0",
+			Old:  "SELECT i.* FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch",
+			New:  "SELECT i.* FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND i.epoch > 0",
 		}},
-		Tests: []Test{pgTest("TestHeldEffectStartFenced")},
+		Tests: []Test{pgTest("TestHeldEffectStartFenced"), pgTest("TestNewEffectStarts")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-held-effect-upsert-ignores-epoch",
+		Guarantee: "PostgreSQL: an effect start of a run this store claimed again (not its first claim) carries its epoch: once the run is taken over, the stale attempt cannot start an effect",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND r.epoch = i.epoch\n\t\t\tON CONFLICT",
+			New:  "FROM i JOIN $S.runs r ON r.seq = i.seq AND ` + stillRunning + ` AND i.epoch > 0\n\t\t\tON CONFLICT",
+		}},
+		Tests: []Test{pgTest("TestNewEffectStarts")},
 		Needs: pgURL,
 	},
 	{
@@ -1191,6 +1202,17 @@ var pgMutations = []Mutation{
 			New:  "_ = eff",
 		}},
 		Tests: []Test{pgTest("TestHeldEffectOutcomesWithEnds")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-new-effect-start-repeats-key",
+		Guarantee: "PostgreSQL: an effect that failed starts again in the same attempt (its record exists: the start is an upsert, not the plain insert of a new key)",
+		Edits: []Edit{{
+			File: "store/pgstore/held.go",
+			Old:  "if slices.Contains(r.keys, key) {",
+			New:  "if slices.Contains(r.keys, key) && false {",
+		}},
+		Tests: []Test{pgTest("TestNewEffectStarts")},
 		Needs: pgURL,
 	},
 	{
