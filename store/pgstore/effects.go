@@ -197,13 +197,13 @@ func (w *wtx) heldOutcomesOf(cs []*cmd) *outcomes {
 	}
 	held, isHeld := w.s.held.at(ids, epochs)
 	done := make([]bool, len(cs))
-	return outcomeRows(cs, done, func(i int) bool { return isHeld[i] }, func(i int) any { return held[i].seq })
+	return outcomeRows(cs, done, func(i int) bool { return isHeld[i] }, func(i int) int64 { return held[i].seq })
 }
 
 // outcomeRows returns the rows of the outcomes of cs that pick selects,
-// naming each run by seq (seq) or, if seq is nil, by id; nil if none is
-// selected.
-func outcomeRows(cs []*cmd, done []bool, pick func(int) bool, seq func(int) any) *outcomes {
+// naming each run by its seq (seq) or, if seq is nil, by its id; nil if
+// none is selected. done is where the statement's results go.
+func outcomeRows(cs []*cmd, done []bool, pick func(int) bool, seq func(int) int64) *outcomes {
 	var idx []int32
 	in := make([]bool, len(cs))
 	var seqs []int64
@@ -219,7 +219,7 @@ func outcomeRows(cs []*cmd, done []bool, pick func(int) bool, seq func(int) any)
 		idx, keys, eps, ats = append(idx, int32(i)), append(keys, e.key), append(eps, e.epoch), append(ats, e.now.UnixNano())
 		sts, outs, errs = append(sts, string(e.status)), append(outs, blob(e.output)), append(errs, e.errMsg)
 		if seq != nil {
-			seqs = append(seqs, seq(i).(int64))
+			seqs = append(seqs, seq(i))
 		} else {
 			names = append(names, e.runID)
 		}

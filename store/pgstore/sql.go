@@ -138,21 +138,22 @@ const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts
 type queries struct {
 	schema string // the quoted schema name
 
-	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts                                     string
-	groupSingleton, groupDebounce, pause, resume, selPaused                                                                        string
-	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                                                         string
-	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates                                    string
-	lockKeys, tryLockKeys                                                                                                          string
-	selForUpdate, update, finishMany, finishHeld, finishHeldEff, insTL, insTL2                                                     string
-	effStartMany, effStartHeld, effStartNew, effFinishMany, effFinishHeld, effClear, effDone, effWait, setCtx, holdRate, heartbeat string
-	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                                                        string
-	addCounts, idsExist, insRollup, insError                                                                                       string
-	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                                                   string
-	selCounts, selAbandoned, selRollups, selErrors                                                                                 string
-	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                                                         string
-	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                                                               string
-	nodeList, nodeHeld                                                                                                             string
-	notify                                                                                                                         string
+	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts         string
+	groupSingleton, groupDebounce, pause, resume, selPaused                                            string
+	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                             string
+	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates        string
+	lockKeys, tryLockKeys                                                                              string
+	selForUpdate, update, finishMany, finishHeld, insTL, insTL2                                        string
+	effStartMany, effStartHeld, effFinishMany, effClear, effDone, effWait, setCtx, holdRate, heartbeat string
+	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                            string
+	addCounts, idsExist, insRollup, insError                                                           string
+	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                       string
+	selCounts, selAbandoned, selRollups, selErrors                                                     string
+	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                             string
+	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                                   string
+	nodeList, nodeHeld                                                                                 string
+	notify                                                                                             string
+	finishHeldEff, effStartNew, effFinishHeld                                                          string
 }
 
 // chainSeqs is a query of the seqs of the runs of the chain whose
