@@ -31,7 +31,7 @@ type heldRun struct {
 	// fresh is set if the claim was the run's first (epoch 1): no attempt
 	// before it recorded an effect, and none but this one can while it
 	// holds the run, so the run has no effect records but those whose
-	// starts this store sent for it (keys).
+	// starts this store sent for it (keys, kept for fresh runs only).
 	fresh bool
 	keys  []string
 }
@@ -95,7 +95,7 @@ func (h *heldRuns) newEffect(id string, epoch int64, key string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r, ok := h.m[id]
-	if !ok || r.epoch != epoch {
+	if !ok || r.epoch != epoch || !r.fresh {
 		return false
 	}
 	if slices.Contains(r.keys, key) {
@@ -103,7 +103,7 @@ func (h *heldRuns) newEffect(id string, epoch int64, key string) bool {
 	}
 	r.keys = append(r.keys, key)
 	h.m[id] = r
-	return r.fresh
+	return true
 }
 
 // heldEnd is what an end of a held run returns (finishHeld): the fields
