@@ -14,7 +14,16 @@ import (
 // transaction runs after the ends. Here an admission that names a
 // follow-up as its parent, in the same batch as the end that admits it,
 // finds it (as retention's check that a run has no children would).
+// Both for an end of a run the store holds from its claim (the end's
+// statement inserts its follow-ups) and for one it does not (a statement
+// of their own).
 func TestFollowUpsBeforeLaterCommands(t *testing.T) {
+	for _, fromClaim := range []bool{true, false} {
+		t.Run(map[bool]string{true: "held", false: "not held"}[fromClaim], func(t *testing.T) { followUpsBeforeLaterCommands(t, fromClaim) })
+	}
+}
+
+func followUpsBeforeLaterCommands(t *testing.T, fromClaim bool) {
 	ctx := context.Background()
 	s := planStore(t, "followups")
 	now := time.Now()
@@ -24,6 +33,9 @@ func TestFollowUpsBeforeLaterCommands(t *testing.T) {
 	rs, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{"parent"}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Hour)})
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("claim: %v", err)
+	}
+	if !fromClaim {
+		s.held.forget("parent") // as a store that did not claim it
 	}
 
 	// Hold a first batch at its commit, queue the end and the admission
@@ -76,5 +88,51 @@ func TestFollowUpsBeforeLaterCommands(t *testing.T) {
 		if _, err := s.Run(ctx, id); err != nil {
 			t.Errorf("run %s: %v", id, err)
 		}
+	}
+}
+
+// TestFollowUpLinks: a follow-up run admitted by an attempt end is linked
+// to its chain and its parent in run_ids, whichever statement inserts it
+// (the end's own, for a run the store holds from its claim, or one of
+// their own): the chain and a listing by correlation id find it, and
+// retention keeps its parent while it is kept.
+func TestFollowUpLinks(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		t.Run(map[bool]string{true: "held", false: "not held"}[held], func(t *testing.T) {
+			ctx := context.Background()
+			s := planStore(t, "links")
+			now := time.Unix(1_800_000_000, 0)
+			if _, err := s.Admit(ctx, store.Admission{Event: "ev", Runs: []store.NewRun{{ID: "root", Process: "p"}, {ID: "lone", Process: "p2"}}, Now: now}); err != nil {
+				t.Fatal(err)
+			}
+			runs, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{"root", "lone"}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute)})
+			if err != nil || len(runs) != 2 {
+				t.Fatalf("claim: %v, %d runs", err, len(runs))
+			}
+			if !held {
+				s.held.forget("root")
+			}
+			if _, err := s.Update(ctx, store.Update{RunID: "root", Epoch: runs[0].Epoch, Now: now, Action: store.ActionComplete, Then: "next",
+				Children: &store.Admission{Event: "next", Runs: []store.NewRun{{ID: "child", Process: "q"}}, ParentID: "root", CorrelationID: "root", Depth: 1, Now: now}}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Update(ctx, store.Update{RunID: "lone", Epoch: runs[1].Epoch, Now: now, Action: store.ActionComplete}); err != nil {
+				t.Fatal(err)
+			}
+			chain, err := s.Chain(ctx, "root")
+			if err != nil || len(chain) != 2 || chain[0].ID != "root" || chain[1].ID != "child" {
+				t.Fatalf("chain: %v, %+v; want root, child", err, chain)
+			}
+			listed, err := s.Runs(ctx, store.RunFilter{CorrelationID: "root", Order: store.OldestFirst, Limit: 10})
+			if err != nil || len(listed) != 2 || listed[1].ID != "child" {
+				t.Fatalf("runs of the correlation: %v, %+v; want root, child", err, listed)
+			}
+			if n, err := s.Prune(ctx, store.PruneRequest{CompletedBefore: now.Add(time.Hour), Limit: 100}); err != nil || n != 1 {
+				t.Fatalf("retention: %d runs pruned, %v; want the lone run", n, err)
+			}
+			if _, err := s.Run(ctx, "root"); err != nil {
+				t.Errorf("the root, whose follow-up is kept: %v", err)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -275,5 +276,100 @@ func TestNewEffectStarts(t *testing.T) {
 	}
 	if st, ep := status(stale); st != store.EffectStarted || ep != 2 {
 		t.Fatalf("the new holder's record: %s at epoch %d, want started at 2", st, ep)
+	}
+}
+
+// TestHeldFollowUpsWithEnds: the follow-up runs of ends of held runs are
+// inserted by the ends' statement, only for the ends that apply. In one
+// batch: an end with two follow-ups, an end with a follow-up and its
+// effect's outcome, and the stale end (with a follow-up) of a run another
+// node took over. The first two commit with their follow-ups, each
+// answered with its seq; the stale end is refused and admits nothing;
+// the status counts count the follow-ups that exist.
+func TestHeldFollowUpsWithEnds(t *testing.T) {
+	ctx := context.Background()
+	s := openIn(t, t.TempDir(), pgstore.Options{})
+	admit(t, s, "p", 3, 0)
+	now := time.Now()
+	res, err := s.ClaimNext(ctx, store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Processes: map[string]int{"p": 0}, Limit: 3})
+	if err != nil || len(res.Runs) != 3 {
+		t.Fatalf("claim: %v, %d runs", err, len(res.Runs))
+	}
+	two, withEffect, taken := res.Runs[0], res.Runs[1], res.Runs[2]
+	if err := s.StartEffect(ctx, withEffect.ID, withEffect.Epoch, "k", now); err != nil {
+		t.Fatal(err)
+	}
+	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+strconv.FormatInt(taken.Seq, 10))
+
+	before := s.Stats()
+	inCommit, release := holdFirstCommit(t, s.Schema())
+	admitted := make(chan struct{})
+	go func() { defer close(admitted); admit(t, s, "q", 1, 0) }()
+	<-inCommit
+	outcome := s.QueueFinishEffect(ctx, withEffect.ID, withEffect.Epoch, "k", store.EffectCompleted, []byte(`1`), "", now)
+	follow := map[string][]string{two.ID: {"f-two-a", "f-two-b"}, withEffect.ID: {"f-effect"}, taken.ID: {"f-stale"}}
+	type ended struct {
+		res store.UpdateResult
+		err error
+	}
+	ends := map[string]chan ended{}
+	for _, r := range res.Runs {
+		ch := make(chan ended, 1)
+		ends[r.ID] = ch
+		var runs []store.NewRun
+		for _, id := range follow[r.ID] {
+			runs = append(runs, store.NewRun{ID: id, Process: "next"})
+		}
+		go func() {
+			res, err := s.Update(ctx, store.Update{RunID: r.ID, Epoch: r.Epoch, Action: store.ActionComplete, Now: now, Then: "e2", Output: []byte(`"out"`),
+				Children: &store.Admission{Event: "e2", Payload: []byte(`"out"`), ParentID: r.ID, CorrelationID: r.ID, Depth: 1, Now: now, Runs: runs}})
+			ch <- ended{res, err}
+		}()
+	}
+	time.Sleep(100 * time.Millisecond) // the ends are queued behind the held batch
+	release()
+	<-admitted
+	if err := outcome(); err != nil {
+		t.Errorf("effect outcome with its run's end: %v", err)
+	}
+	for _, r := range []store.Run{two, withEffect} {
+		e := <-ends[r.ID]
+		if e.err != nil {
+			t.Fatalf("end of %s: %v", r.ID, e.err)
+		}
+		var got []string
+		for _, a := range e.res.Children.Admitted {
+			got = append(got, a.ID)
+			stored, err := s.Run(ctx, a.ID)
+			if err != nil || stored.Seq != a.Seq || a.Seq == 0 || stored.Status != store.StatusIdle || stored.ParentID != r.ID ||
+				stored.CorrelationID != r.ID || string(stored.Payload) != `"out"` {
+				t.Errorf("follow-up %s answered with seq %d; stored: %v, %+v", a.ID, a.Seq, err, stored)
+			}
+		}
+		if !slices.Equal(got, follow[r.ID]) {
+			t.Errorf("end of %s admitted %v, want %v", r.ID, got, follow[r.ID])
+		}
+	}
+	if e := <-ends[taken.ID]; !errors.Is(e.err, store.ErrFenced) || len(e.res.Children.Admitted) != 0 {
+		t.Errorf("stale end: %v, admitted %+v; want ErrFenced and none", e.err, e.res.Children.Admitted)
+	}
+	if _, err := s.Run(ctx, "f-stale"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the stale end's follow-up: %v, want ErrNotFound", err)
+	}
+	if after := s.Stats(); after.Batches-before.Batches != 2 {
+		t.Errorf("%d batches for the admission and the ends; want 2 (the test did not put them in one batch)", after.Batches-before.Batches)
+	}
+	effs, err := s.Effects(ctx, withEffect.ID)
+	if err != nil || len(effs) != 1 || effs[0].Status != store.EffectCompleted {
+		t.Errorf("effect of %s: %v, %+v; want completed", withEffect.ID, err, effs)
+	}
+	counts, err := s.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Idle: the three follow-ups and the admission's run; running: the
+	// run taken over.
+	if counts[store.StatusIdle] != 4 || counts[store.StatusRunning] != 1 || counts[store.StatusCompleted] != 2 {
+		t.Errorf("status counts %v; want 4 idle, 1 running, 2 completed", counts)
 	}
 }

@@ -369,15 +369,29 @@ func TestSchemaVersionChecked(t *testing.T) {
 
 // TestFollowUpsCommitWithCompletion: a completion and the follow-up runs
 // it admits are one transaction: while its commit is held, another
-// connection sees neither; after it, both.
+// connection sees neither; after it, both. Both when the statement that
+// ends the run inserts them and when one of their own does.
 func TestFollowUpsCommitWithCompletion(t *testing.T) {
+	for _, held := range []bool{true, false} {
+		t.Run(map[bool]string{true: "held", false: "not held"}[held], func(t *testing.T) { followUpsCommitWithCompletion(t, held) })
+	}
+}
+
+// followUpsCommitWithCompletion ends the parent through the store that
+// claimed it (held: the end's statement inserts the follow-up) or through
+// another store on the same schema (a statement of its own).
+func followUpsCommitWithCompletion(t *testing.T, held bool) {
 	ctx := context.Background()
-	s := openIn(t, t.TempDir(), pgstore.Options{})
+	dir := t.TempDir()
+	s := openIn(t, dir, pgstore.Options{})
 	parent := admit(t, s, "p", 1, 0).Admitted[0]
 	now := time.Now()
 	rs, err := s.Claim(ctx, store.ClaimRequest{IDs: []string{parent.ID}, Owner: "o", Now: now, LeaseUntil: now.Add(time.Hour)})
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("claim: %v", err)
+	}
+	if !held {
+		s = openIn(t, dir, pgstore.Options{Schema: s.Schema()})
 	}
 	child := newID("child")
 	inCommit, release := holdFirstCommit(t, s.Schema())

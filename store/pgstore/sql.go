@@ -86,8 +86,9 @@ func finishRows(run, runType string) string {
 // start, which finds the runs by their primary key), each applied only
 // to its run still running at its epoch (the fencing token), returning
 // ret (which holds what the timeline entries need); the attempts'
-// timeline entries; and the rows out it answers.
-func finishEnd(from, ret, out string) string {
+// timeline entries; more WITH items, if any (more, each led by a comma),
+// which may read u; and the rows out it answers.
+func finishEnd(from, ret, more, out string) string {
 	return `u AS (
 			UPDATE $S.runs r SET status = i.status, error = i.error, error_code = i.code, lease_owner = NULL, lease_expires = NULL,
 				output = CASE WHEN i.out_set THEN i.output ELSE r.output END,
@@ -103,9 +104,44 @@ func finishEnd(from, ret, out string) string {
 			INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note)
 			SELECT seq, tl - 1, started_at, 'running', attempts, '', '', 'claimed' FROM x
 			UNION ALL
-			SELECT seq, tl, at, status, attempts, error, error_code, note FROM x)
+			SELECT seq, tl, at, status, attempts, error, error_code, note FROM x)` + more + `
 		SELECT ` + out + ` FROM u`
 }
+
+// heldFollowUps are the WITH items that insert the follow-up runs of a
+// batch's ends of held runs, in the ends' statement, its parameters
+// numbered from first: each row's end (the ord of the attempt end that
+// admits it), then the run's columns. A row is inserted only if its end
+// applied (its ord is among u's): a fenced end admits nothing. The
+// follow-ups' rows come back after the others, as heldFollowUpRow with
+// the run's id and seq (heldFollowUpOut).
+func heldFollowUps(first int) string {
+	p := func(k int, typ string) string { return "$" + strconv.Itoa(first+k) + "::" + typ + "[]" }
+	return `,
+		c AS (
+			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at,
+				priority, rate_key, conc_key, retry_at, group_key)
+			SELECT c.id, c.process, c.event, c.corr, c.parent, c.depth, 'idle', c.payload, c.context, c.created, c.priority, c.rate_key,
+				c.conc_key, c.retry_at, c.group_key
+			FROM unnest(` + p(0, "int") + `, ` + p(1, "text") + `, ` + p(2, "text") + `, ` + p(3, "text") + `, ` + p(4, "text") + `, ` +
+		p(5, "text") + `, ` + p(6, "int") + `, ` + p(7, "bytea") + `, ` + p(8, "bytea") + `, ` + p(9, "bigint") + `, ` + p(10, "int") + `, ` +
+		p(11, "text") + `, ` + p(12, "text") + `, ` + p(13, "bigint") + `, ` + p(14, "text") + `)
+				WITH ORDINALITY AS c(end_ord, id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key,
+					retry_at, group_key, ord)
+			WHERE c.end_ord IN (SELECT ord FROM u)
+			ORDER BY c.ord
+			RETURNING seq, id, correlation_id, parent_id),
+		m AS (INSERT INTO $S.run_ids (id, seq, correlation_id, parent_id) SELECT id, seq, correlation_id, parent_id FROM c)`
+}
+
+// heldFollowUpRow is the ord of a follow-up run's row in the results of
+// an attempt-end statement with heldFollowUps (below every end's and
+// effect outcome's), and heldFollowUpOut that row.
+const (
+	heldFollowUpRow = -1 << 31
+	heldFollowUpOut = `
+		UNION ALL SELECT -2147483648, id, '', '', '', '', seq FROM c`
+)
 
 // heldEndRet and heldEndOut are what finishEnd returns for the ends of
 // held runs: only what their claims did not return (heldEnd).
@@ -154,6 +190,7 @@ type queries struct {
 	nodeList, nodeHeld                                                                                 string
 	notify                                                                                             string
 	finishHeldEff, effStartNew, effFinishHeld                                                          string
+	finishHeldFollow, finishHeldEffFollow                                                              string
 }
 
 // chainSeqs is a query of the seqs of the runs of the chain whose
@@ -365,7 +402,7 @@ func newQueries(schema string) queries {
 	q.finishMany = s(`WITH i AS MATERIALIZED (
 			SELECT i.*, m.seq FROM ` + finishRows("id", "text") + `
 			JOIN $S.run_ids m ON m.id = i.id),
-		` + finishEnd(`i WHERE r.seq = ANY(ARRAY(SELECT seq FROM i)) AND`, `i.ord, i.at, i.note, `+updColsR, `ord, `+updCols))
+		` + finishEnd(`i WHERE r.seq = ANY(ARRAY(SELECT seq FROM i)) AND`, `i.ord, i.at, i.note, `+updColsR, "", `ord, `+updCols))
 	// The same for runs this store holds from their claims (heldRuns),
 	// named by seq ($2) instead of id: no lookup, and only what the claim
 	// did not return comes back. The rows are materialized and joined on
@@ -373,7 +410,7 @@ func newQueries(schema string) queries {
 	// filtering the runs by seq = ANY first and then matching each to its
 	// row cost a third more per run under load, and more as batches grew.
 	q.finishHeld = s(`WITH i AS MATERIALIZED (SELECT * FROM ` + finishRows("seq", "bigint") + `),
-		` + finishEnd(`i WHERE`, heldEndRet, heldEndOut))
+		` + finishEnd(`i WHERE`, heldEndRet, "", heldEndOut))
 	// finishHeld with effect outcomes of held runs (effFinishHeld's rows,
 	// from $17): one statement where a batch has both, as a run's effect
 	// and its attempt's end usually are (a queued effect outcome rides
@@ -381,8 +418,18 @@ func newQueries(schema string) queries {
 	// after the ends', as -1 - ord.
 	q.finishHeldEff = s(`WITH i AS MATERIALIZED (SELECT * FROM ` + finishRows("seq", "bigint") + `),
 		f AS (` + effFinishHeld(17) + `),
-		` + finishEnd(`i WHERE`, heldEndRet, heldEndOut) + `
+		` + finishEnd(`i WHERE`, heldEndRet, "", heldEndOut) + `
 		UNION ALL SELECT -1 - ord, '', '', '', '', '' FROM f`)
+	// Both with the follow-up runs of the ends (heldFollowUps, from $17,
+	// or after the effect outcomes' parameters: $25): a chain's next
+	// stage is inserted by the statement that ends the stage before it.
+	// Every row then has a seventh column, a follow-up's seq.
+	q.finishHeldFollow = s(`WITH i AS MATERIALIZED (SELECT * FROM ` + finishRows("seq", "bigint") + `),
+		` + finishEnd(`i WHERE`, heldEndRet, heldFollowUps(17), heldEndOut+`, 0::bigint`) + heldFollowUpOut)
+	q.finishHeldEffFollow = s(`WITH i AS MATERIALIZED (SELECT * FROM ` + finishRows("seq", "bigint") + `),
+		f AS (` + effFinishHeld(17) + `),
+		` + finishEnd(`i WHERE`, heldEndRet, heldFollowUps(25), heldEndOut+`, 0::bigint`) + `
+		UNION ALL SELECT -1 - ord, '', '', '', '', '', 0 FROM f` + heldFollowUpOut)
 	q.insTL = s(`INSERT INTO $S.timeline (run_seq, n, at, status, attempt, error, code, note) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`)
 	// The two entries of an attempt's end: its claim ($4: the attempt
 	// it started) and its end ($10: the run's attempts after it, fewer

@@ -255,14 +255,35 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 		if eff != nil {
 			sql, fargs, eff.taken = w.s.q.finishHeldEff, append(fargs, eff.args...), true
 		}
+		// The ends' follow-up runs are inserted by their statement.
+		follow := w.followUps(cs, fromClaim, done, true)
+		if follow != nil {
+			sql, fargs = w.s.q.finishHeldFollow, append(fargs, follow.args...)
+			if eff != nil {
+				sql = w.s.q.finishHeldEffFollow
+			}
+			w.follow = append(w.follow, follow)
+		}
 		b.Queue(sql, fargs...).Query(func(rows pgx.Rows) error {
+			dest := make([]any, 6, 7)
+			var k int32
+			var e heldEnd
+			var seq int64
+			dest[0], dest[1], dest[2], dest[3], dest[4], dest[5] = &k, &e.then, &e.idem, &e.version, &e.groupKey, &e.waitKey
+			if follow != nil {
+				dest = append(dest, &seq)
+			}
 			for rows.Next() {
-				var k int32
-				var e heldEnd
-				if err := rows.Scan(&k, &e.then, &e.idem, &e.version, &e.groupKey, &e.waitKey); err != nil {
+				e = heldEnd{}
+				if err := rows.Scan(dest...); err != nil {
 					return err
 				}
-				if k < 0 { // an effect outcome (finishHeldEff)
+				switch {
+				case k == heldFollowUpRow: // a follow-up run (its id read as then)
+					follow.seqs[e.then] = seq
+					w.moved("", store.StatusIdle)
+					continue
+				case k < 0: // an effect outcome (finishHeldEff)
 					eff.done[eff.idx[-1-k]] = true
 					continue
 				}
@@ -274,7 +295,7 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 		})
 	}
 	return func() error {
-		if f := w.followUps(cs, done); f != nil {
+		if f := w.followUps(cs, wide, done, false); f != nil {
 			w.follow = append(w.follow, f)
 		}
 		return w.refuse(cs, done, func(c *cmd) string { return c.fin.u.RunID }, store.ErrFenced)
@@ -304,19 +325,28 @@ func finishArgs[T int64 | string](cs []*cmd, idx []int, args [][]any, run func(i
 	return []any{ord, runs, epochs, sts, errs, codes, outSet, outs, thenSet, thens, retrySet, retries, completed, vers, ats, notes}
 }
 
-// followUps are the follow-up runs of a batch's attempt ends that
-// applied, admitted by one statement (insChildren) in the batch's
-// transaction: they exist if and only if their parents' ends commit.
+// followUps are the follow-up runs of some of a batch's attempt ends
+// (idx, in cs), admitted in the batch's transaction: they exist if and
+// only if their parents' ends commit. Those of ends of held runs are
+// inserted by the ends' own statement (heldFollowUps); the others by a
+// statement of their own (insChildren, queue) once the ends are known.
 type followUps struct {
 	cs   []*cmd
+	idx  []int
 	done []bool
 	args []any
 	seqs map[string]int64
+	sent bool // inserted by the ends' statement
 }
 
-// followUps returns the follow-up runs of the attempt ends of cs that
-// applied (done), counted as new idle runs; nil when there are none.
-func (w *wtx) followUps(cs []*cmd, done []bool) *followUps {
+// followUps returns the follow-up runs of the attempt ends cs[i], i in
+// idx; nil when there are none. For the ends' own statement (inEnds) it
+// takes every end's, each row led by its end's place in idx (the ends
+// that apply are not known yet: the statement inserts only theirs);
+// else only those of the ends that applied (done), counted as new idle
+// runs.
+func (w *wtx) followUps(cs []*cmd, idx []int, done []bool, inEnds bool) *followUps {
+	var ends []int32
 	var ids, procs, events []string
 	var corrs, parents []*string
 	var depths []int32
@@ -325,9 +355,9 @@ func (w *wtx) followUps(cs []*cmd, done []bool) *followUps {
 	var prios []*int32
 	var rateKeys, concKeys, groupKeys []*string
 	var retryAts []*int64
-	for i, c := range cs {
-		a := c.fin.u.Children
-		if !done[i] || a == nil {
+	for k, i := range idx {
+		a := cs[i].fin.u.Children
+		if a == nil || (!inEnds && !done[i]) {
 			continue
 		}
 		var corr *string
@@ -335,23 +365,34 @@ func (w *wtx) followUps(cs []*cmd, done []bool) *followUps {
 			corr = &a.CorrelationID
 		}
 		for _, nr := range a.Runs {
+			ends = append(ends, int32(k))
 			ids, procs, events, parents = append(ids, nr.ID), append(procs, nr.Process), append(events, a.Event), append(parents, nullStr(a.ParentID))
 			corrs, depths = append(corrs, corr), append(depths, int32(a.Depth))
 			payloads, contexts, created = append(payloads, blob(a.Payload)), append(contexts, blob(a.Context)), append(created, a.Now.UnixNano())
 			prios, rateKeys, concKeys = append(prios, nullInt(nr.Priority)), append(rateKeys, nullStr(nr.RateKey)), append(concKeys, nullStr(nr.ConcurrencyKey))
 			retryAts, groupKeys = append(retryAts, notBefore(a)), append(groupKeys, nullStr(nr.GroupKey))
-			w.moved("", store.StatusIdle)
+			if !inEnds {
+				w.moved("", store.StatusIdle)
+			}
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	return &followUps{cs: cs, done: done, seqs: make(map[string]int64, len(ids)), args: []any{ids, procs, events, corrs, parents, depths, payloads, contexts, created,
-		prios, rateKeys, concKeys, retryAts, groupKeys}}
+	f := &followUps{cs: cs, idx: idx, done: done, seqs: make(map[string]int64, len(ids)), sent: inEnds,
+		args: []any{ids, procs, events, corrs, parents, depths, payloads, contexts, created, prios, rateKeys, concKeys, retryAts, groupKeys}}
+	if inEnds {
+		f.args = append([]any{ends}, f.args...)
+	}
+	return f
 }
 
-// queue queues their insertion in b, which reads back their seqs.
+// queue queues their insertion in b, which reads back their seqs,
+// unless the ends' statement inserted them.
 func (f *followUps) queue(b *pgx.Batch, sql string) {
+	if f.sent {
+		return
+	}
 	b.Queue(sql, f.args...).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			var seq int64
@@ -369,7 +410,8 @@ func (f *followUps) queue(b *pgx.Batch, sql string) {
 // transaction committed. Each has its seq: the statement inserts every
 // row or fails, and the transaction with it.
 func (f *followUps) admitted() {
-	for i, c := range f.cs {
+	for _, i := range f.idx {
+		c := f.cs[i]
 		a := c.fin.u.Children
 		if !f.done[i] || a == nil {
 			continue

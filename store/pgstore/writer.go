@@ -224,9 +224,10 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 			return err
 		}
 	}
-	// The follow-up runs of the attempt ends are inserted with COMMIT
-	// (one round trip fewer), unless other commands of the batch come
-	// after them: those may read the runs and must find them, as the
+	// The follow-up runs of the attempt ends of runs this store holds
+	// were inserted by the ends' statement; the others' are inserted with
+	// COMMIT (one round trip fewer), unless other commands of the batch
+	// come after them: those may read the runs and must find them, as the
 	// order of the batch's commands says (an admission checks that its
 	// parent exists, retention that a run has no children).
 	end := &pgx.Batch{}

@@ -42,6 +42,14 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 	for i := range n {
 		ids[i], keys[i], eps[i], ords[i], seqs[i] = fmt.Sprintf("r%d", 100+i), "k", 1, int32(i), int64(100+i)
 	}
+	// A follow-up run for each end: its end's ord, id, process, event,
+	// correlation and parent ids, depth, payload, context, admission
+	// time, priority, keys, start time and group key.
+	fids, nostr, noint, nobig := make([]string, n), make([]*string, n), make([]*int32, n), make([]*int64, n)
+	for i := range n {
+		fids[i] = fmt.Sprintf("f%d", i)
+	}
+	follow := []any{ords, fids, strs, strs, nostr, nostr, ords, blobs, blobs, eps, noint, nostr, nostr, nobig, nostr}
 	for _, c := range []struct {
 		name, sql string
 		args      []any
@@ -58,6 +66,11 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 		{"attempt ends and effect finishes of held runs", s.q.finishHeldEff, []any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs,
 			ords, seqs, eps, keys, strs, blobs, strs, eps},
 			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i", "Index Cond: ((run_seq = o.seq) AND (key = o.key))"}},
+		{"attempt ends of held runs with follow-ups", s.q.finishHeldFollow, append([]any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs},
+			follow...), []string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i", "Insert on run_ids"}},
+		{"attempt ends, effect finishes and follow-ups of held runs", s.q.finishHeldEffFollow, append([]any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs,
+			bools, eps, eps, strs, eps, strs, ords, seqs, eps, keys, strs, blobs, strs, eps}, follow...),
+			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i", "Index Cond: ((run_seq = o.seq) AND (key = o.key))", "Insert on run_ids"}},
 		{"effect starts", s.q.effStartMany, []any{ords, ids, eps, keys, eps},
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
 		{"effect starts of held runs", s.q.effStartHeld, []any{ords, seqs, eps, keys, eps},

@@ -742,7 +742,18 @@ var coreMutations = []Mutation{
 			Old:  "SELECT id, seq, correlation_id, parent_id FROM r)",
 			New:  "SELECT id, seq, correlation_id, NULL FROM r)",
 		}},
-		Tests: []Test{pgTest("TestChainLinksMigrated")},
+		Tests: []Test{pgTest("TestFollowUpLinks")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-held-follow-up-parent-not-linked",
+		Guarantee: "PostgreSQL: retention keeps a run while a follow-up its end inserted in the end's own statement is kept",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "SELECT id, seq, correlation_id, parent_id FROM c)",
+			New:  "SELECT id, seq, correlation_id, NULL FROM c)",
+		}},
+		Tests: []Test{pgTest("TestFollowUpLinks")},
 		Needs: pgURL,
 	},
 	{
@@ -1202,6 +1213,28 @@ var pgMutations = []Mutation{
 			New:  "_ = eff",
 		}},
 		Tests: []Test{pgTest("TestHeldEffectOutcomesWithEnds")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-fenced-end-admits-follow-up",
+		Guarantee: "PostgreSQL: an attempt end that inserts its follow-up runs in its own statement admits them only if the end applied",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "\t\t\tWHERE c.end_ord IN (SELECT ord FROM u)\n",
+			New:  "\n",
+		}},
+		Tests: []Test{pgTest("TestHeldFollowUpsWithEnds")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-follow-up-seq-lost",
+		Guarantee: "PostgreSQL: follow-up runs inserted by their parent's end statement are answered with their seqs",
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "follow.seqs[e.then] = seq",
+			New:  "_ = seq",
+		}},
+		Tests: []Test{pgTest("TestHeldFollowUpsWithEnds")},
 		Needs: pgURL,
 	},
 	{
