@@ -137,11 +137,10 @@ func heldFollowUps(first int) string {
 // heldFollowUpRow is the ord of a follow-up run's row in the results of
 // an attempt-end statement with heldFollowUps (below every end's and
 // effect outcome's), and heldFollowUpOut that row.
-const (
-	heldFollowUpRow = -1 << 31
-	heldFollowUpOut = `
-		UNION ALL SELECT -2147483648, id, '', '', '', '', seq FROM c`
-)
+const heldFollowUpRow = -1 << 31
+
+var heldFollowUpOut = `
+		UNION ALL SELECT ` + strconv.Itoa(heldFollowUpRow) + `, id, '', '', '', '', seq FROM c`
 
 // heldEndRet and heldEndOut are what finishEnd returns for the ends of
 // held runs: only what their claims did not return (heldEnd).
