@@ -82,11 +82,8 @@ func TestHeldEffectStartFenced(t *testing.T) {
 	s := openIn(t, t.TempDir(), pgstore.Options{})
 	admit(t, s, "p", 2, 0)
 	now := time.Now()
-	res, err := s.ClaimNext(ctx, store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Processes: map[string]int{"p": 0}, Limit: 2})
-	if err != nil || len(res.Runs) != 2 {
-		t.Fatalf("claim: %v, %d runs", err, len(res.Runs))
-	}
-	kept, taken := res.Runs[0], res.Runs[1]
+	rs := claimP(t, s, now, 2)
+	kept, taken := rs[0], rs[1]
 	sch := s.Schema()
 	// Another node takes the second run over: a claim of its own raises
 	// the epoch.
@@ -119,12 +116,9 @@ func TestHeldEffectOutcomesWithEnds(t *testing.T) {
 	s := openIn(t, t.TempDir(), pgstore.Options{})
 	admit(t, s, "p", 3, 0)
 	now := time.Now()
-	res, err := s.ClaimNext(ctx, store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Processes: map[string]int{"p": 0}, Limit: 3})
-	if err != nil || len(res.Runs) != 3 {
-		t.Fatalf("claim: %v, %d runs", err, len(res.Runs))
-	}
-	ended, open, taken := res.Runs[0], res.Runs[1], res.Runs[2]
-	for _, r := range res.Runs {
+	rs := claimP(t, s, now, 3)
+	ended, open, taken := rs[0], rs[1], rs[2]
+	for _, r := range rs {
 		if err := s.StartEffect(ctx, r.ID, r.Epoch, "k", now); err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +136,7 @@ func TestHeldEffectOutcomesWithEnds(t *testing.T) {
 	go func() { defer close(admitted); admit(t, s, "q", 1, 0) }()
 	<-inCommit
 	var waits []func() error
-	for _, r := range res.Runs {
+	for _, r := range rs {
 		waits = append(waits, s.QueueFinishEffect(ctx, r.ID, r.Epoch, "k", store.EffectCompleted, []byte(`"`+r.ID+`"`), "", now))
 	}
 	endErrs := make([]chan error, 2)
@@ -204,14 +198,6 @@ func TestNewEffectStarts(t *testing.T) {
 	s := openIn(t, t.TempDir(), pgstore.Options{})
 	admit(t, s, "p", 2, 0)
 	now := time.Now()
-	claim := func(n int) []store.Run {
-		t.Helper()
-		res, err := s.ClaimNext(ctx, store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Processes: map[string]int{"p": 0}, Limit: n})
-		if err != nil || len(res.Runs) != n {
-			t.Fatalf("claim: %v, %d runs, want %d", err, len(res.Runs), n)
-		}
-		return res.Runs
-	}
 	status := func(r store.Run) (store.EffectStatus, int64) {
 		t.Helper()
 		effs, err := s.Effects(ctx, r.ID)
@@ -220,7 +206,7 @@ func TestNewEffectStarts(t *testing.T) {
 		}
 		return effs[0].Status, effs[0].Epoch
 	}
-	rs := claim(2)
+	rs := claimP(t, s, now, 2)
 	r, stale := rs[0], rs[1]
 	if r.Epoch != 1 {
 		t.Fatalf("first claim at epoch %d", r.Epoch)
@@ -246,7 +232,7 @@ func TestNewEffectStarts(t *testing.T) {
 	if _, err := s.Update(ctx, store.Update{RunID: r.ID, Epoch: r.Epoch, Action: store.ActionRetryLater, Now: now, Error: "boom"}); err != nil {
 		t.Fatal(err)
 	}
-	r2 := claim(1)[0]
+	r2 := claimP(t, s, now, 1)[0]
 	if r2.ID != r.ID || r2.Epoch != 2 {
 		t.Fatalf("claimed %s at epoch %d, want %s at 2", r2.ID, r2.Epoch, r.ID)
 	}
@@ -291,11 +277,8 @@ func TestHeldFollowUpsWithEnds(t *testing.T) {
 	s := openIn(t, t.TempDir(), pgstore.Options{})
 	admit(t, s, "p", 3, 0)
 	now := time.Now()
-	res, err := s.ClaimNext(ctx, store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute), Processes: map[string]int{"p": 0}, Limit: 3})
-	if err != nil || len(res.Runs) != 3 {
-		t.Fatalf("claim: %v, %d runs", err, len(res.Runs))
-	}
-	two, withEffect, taken := res.Runs[0], res.Runs[1], res.Runs[2]
+	rs := claimP(t, s, now, 3)
+	two, withEffect, taken := rs[0], rs[1], rs[2]
 	if err := s.StartEffect(ctx, withEffect.ID, withEffect.Epoch, "k", now); err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +296,7 @@ func TestHeldFollowUpsWithEnds(t *testing.T) {
 		err error
 	}
 	ends := map[string]chan ended{}
-	for _, r := range res.Runs {
+	for _, r := range rs {
 		ch := make(chan ended, 1)
 		ends[r.ID] = ch
 		var runs []store.NewRun
@@ -372,4 +355,17 @@ func TestHeldFollowUpsWithEnds(t *testing.T) {
 	if counts[store.StatusIdle] != 4 || counts[store.StatusRunning] != 1 || counts[store.StatusCompleted] != 2 {
 		t.Errorf("status counts %v; want 4 idle, 1 running, 2 completed", counts)
 	}
+}
+
+// claimP claims n runs of process "p" for owner "o" at now, with a
+// minute's lease, through ClaimNext (so the store holds them), and fails
+// the test unless it gets n.
+func claimP(t *testing.T, s *pgstore.Store, now time.Time, n int) []store.Run {
+	t.Helper()
+	res, err := s.ClaimNext(context.Background(), store.ClaimNextRequest{Owner: "o", Now: now, LeaseUntil: now.Add(time.Minute),
+		Processes: map[string]int{"p": 0}, Limit: n})
+	if err != nil || len(res.Runs) != n {
+		t.Fatalf("claim: %v, %d runs, want %d", err, len(res.Runs), n)
+	}
+	return res.Runs
 }
