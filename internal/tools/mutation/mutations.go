@@ -1220,7 +1220,7 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: an attempt end that inserts its follow-up runs in its own statement admits them only if the end applied",
 		Edits: []Edit{{
 			File: "store/pgstore/sql.go",
-			Old:  "\t\t\tWHERE c.end_ord IN (SELECT ord FROM u)\n",
+			Old:  "\t\t\tWHERE c.end_ord = ANY(ARRAY(SELECT ord FROM u))\n",
 			New:  "\n",
 		}},
 		Tests: []Test{pgTest("TestHeldFollowUpsWithEnds")},
