@@ -1216,6 +1216,17 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-follow-ups-filter-rereads",
+		Guarantee: "PostgreSQL: the follow-up runs of a batch's held ends are filtered by the applied ends' ords read once, not joined to them (a join read their unnest again for each applied end)",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "WHERE c.end_ord = ANY(ARRAY(SELECT ord FROM u))",
+			New:  "WHERE c.end_ord IN (SELECT ord FROM u)",
+		}},
+		Tests: []Test{pgTest("TestWriterStatementsFindRowsByKey")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-fenced-end-admits-follow-up",
 		Guarantee: "PostgreSQL: an attempt end that inserts its follow-up runs in its own statement admits them only if the end applied",
 		Edits: []Edit{{
