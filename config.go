@@ -118,8 +118,7 @@ type Config struct {
 	// store. Defaults to 10s.
 	FlushInterval time.Duration
 
-	// Owner names this engine instance in leases. Defaults to a random id
-	// of 16 hex digits.
+	// Owner names this engine instance in leases. Defaults to a random id.
 	Owner string
 	// Logger receives the engine's logs. Defaults to discarding them.
 	Logger *slog.Logger

@@ -2,8 +2,6 @@ package yella
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,6 +9,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/yella-go/yella/internal/clock"
 	"github.com/yella-go/yella/internal/dispatch"
@@ -105,7 +105,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	owner := cfg.Owner
 	if owner == "" {
-		owner = newOwner()
+		owner = uuid.NewString()
 	}
 	e := &Engine{
 		cfg: cfg, store: cfg.Store, clock: cfg.Clock, log: cfg.Logger, owner: owner,
@@ -121,17 +121,6 @@ func New(cfg Config) (*Engine, error) {
 	e.disp = dispatch.New(dispatch.Config{Slots: cfg.Concurrency, Clock: cfg.Clock, Start: func(it dispatch.Item) { go e.execute(&it) }, Freed: e.freed,
 		Low: e.low, LowWater: cfg.MaxQueued - e.page() + 1})
 	return e, nil
-}
-
-// newOwner returns a random id for an engine's leases: 16 hex digits, 64
-// random bits. Every run an engine claims carries its owner in the row
-// versions and in-flight index entries its claim writes, so the id is
-// short: a UUID's 36 characters cost each run about 76 bytes more of
-// PostgreSQL WAL.
-func newOwner() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // Owner returns the id this engine uses in leases.

@@ -3,7 +3,6 @@ package yella_test
 import (
 	"context"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -97,27 +96,5 @@ func TestNodesShared(t *testing.T) {
 	}
 	if got, err := a.Nodes(ctx, 0); err != nil || len(got.Nodes) != 1 || !got.Nodes[0].Self {
 		t.Errorf("after b stopped, a sees %+v, %v; want itself alone", got, err)
-	}
-}
-
-// TestDefaultOwner: an engine without Config.Owner gets a random id of 16
-// hex digits (short: every claimed run carries it), its own; a given
-// Owner is kept.
-func TestDefaultOwner(t *testing.T) {
-	seen := map[string]bool{}
-	for range 100 {
-		eng, err := yella.New(yella.Config{Store: memstore.New()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		o := eng.Owner()
-		if len(o) != 16 || strings.Trim(o, "0123456789abcdef") != "" || seen[o] {
-			t.Fatalf("default owner %q: want 16 hex digits, none repeated (%d seen)", o, len(seen))
-		}
-		seen[o] = true
-	}
-	eng, err := yella.New(yella.Config{Store: memstore.New(), Owner: "node-a"})
-	if err != nil || eng.Owner() != "node-a" {
-		t.Errorf("owner %q, %v; want node-a", eng.Owner(), err)
 	}
 }

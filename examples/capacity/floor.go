@@ -275,8 +275,8 @@ ALTER TABLE %[1]s.runs ADD COLUMN id text, ADD COLUMN process text, ADD COLUMN e
 	ADD COLUMN rate_key text, ADD COLUMN conc_key text, ADD COLUMN rate_tat bigint, ADD COLUMN wait_key text, ADD COLUMN group_key text;`
 
 // floorColsOwner is the lease owner the "cols" diagnostic's claims write:
-// as long as the engine's default owner, 16 hex digits.
-const floorColsOwner = "0000000000000000"
+// as long as the engine's default owner, a UUID in text.
+const floorColsOwner = "00000000-0000-4000-8000-000000000000"
 
 // floorColsStatements are the no-op floor's statements on the floor's
 // table with the engine's run columns (see floorRun): the floor's claim
