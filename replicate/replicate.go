@@ -27,10 +27,12 @@
 //
 // Checkpoints: while replicating, Litestream holds a read transaction on the
 // database and checkpoints the WAL itself (PASSIVE, at 1000 pages, after it
-// has copied the frames), so the WAL stays bounded: it holds about one to
-// three SyncIntervals of writes, however long a burst lasts (measured under
-// an all-out burst of 65-90 MB/s of WAL: peaks of 27-54 MB at a 250 ms
-// interval, 86-223 MB at 1 s; at ordinary rates a few MB). Its checkpoints
+// has copied the frames), so the WAL stays bounded: it holds a window of
+// writes of a few SyncIntervals, however long a burst lasts, longer when
+// Litestream waits for a core (measured under an all-out burst of 37-90
+// MB/s of WAL on 2 cores: peaks of 0.35-1.4 s of writes, 21-77 MB, at a
+// 250 ms interval; up to 3 s, 86-223 MB, at 1 s; at ordinary rates a few
+// MB). Its checkpoints
 // take the write lock briefly; the engine's writer waits for them (the
 // store's busy timeout). Open the store with
 // sqlitestore.Options.AutoCheckpoint = AutoCheckpoint so the engine's own
