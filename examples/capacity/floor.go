@@ -63,8 +63,8 @@ type fRun struct {
 //     engine's schema costs before any engine code runs.
 //   - "cols": the floor's table and its one index, with the columns of the
 //     engine's run row added and set as the engine sets them for a no-op
-//     run (its id, process and event, a lease of the engine's default
-//     owner's length, its times, attempts and timeline count). Each
+//     run (its id, process and event, a lease with its owner's number,
+//     its times, attempts and timeline count). Each
 //     status change writes a new version of the whole row: the distance
 //     from the floor to it is what the row's width costs alone, and from
 //     it to "schema" what the engine's other indexes and tables cost.
@@ -251,13 +251,13 @@ func floorOnEngineStatements(s string) floorSQL {
 		insert: `WITH r AS (INSERT INTO ` + s + `.runs (id, process, event, status, payload, created_at)
 			SELECT gen_random_uuid()::text, 'noop', 'cap:noop', 'idle', p, ` + now + ` FROM unnest($1::bytea[]) p RETURNING id, seq)
 			INSERT INTO ` + s + `.run_ids (id, seq) SELECT id, seq FROM r`,
-		claim: `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = 'floor',
+		claim: `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_node = 1,
 			lease_expires = ` + now + ` + 30000000000, started_at = ` + now + `
 		WHERE seq = ANY(ARRAY(SELECT seq FROM ` + s + `.runs WHERE status = 'idle'
 			ORDER BY (created_at - coalesce(priority, 0)::bigint * 60000000000), seq LIMIT $1 FOR UPDATE SKIP LOCKED))
 		RETURNING seq, epoch, 1`,
 		done: `UPDATE ` + s + `.runs r SET status = 'completed', output = 'null', completed_at = ` + now + `,
-			lease_owner = NULL, lease_expires = NULL, tl = tl + 2
+			lease_node = NULL, lease_expires = NULL, tl = tl + 2
 		FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
 		WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running'`,
 	}
@@ -269,14 +269,10 @@ const floorColsDDL = `
 ALTER TABLE %[1]s.runs ADD COLUMN id text, ADD COLUMN process text, ADD COLUMN event text, ADD COLUMN correlation_id text,
 	ADD COLUMN parent_id text, ADD COLUMN depth integer NOT NULL DEFAULT 0, ADD COLUMN context bytea,
 	ADD COLUMN error text NOT NULL DEFAULT '', ADD COLUMN error_code text NOT NULL DEFAULT '', ADD COLUMN then_event text NOT NULL DEFAULT '',
-	ADD COLUMN idem_key text, ADD COLUMN attempts integer NOT NULL DEFAULT 0, ADD COLUMN retry_at bigint, ADD COLUMN lease_owner text,
+	ADD COLUMN idem_key text, ADD COLUMN attempts integer NOT NULL DEFAULT 0, ADD COLUMN retry_at bigint, ADD COLUMN lease_node integer,
 	ADD COLUMN lease_expires bigint, ADD COLUMN created_at bigint, ADD COLUMN started_at bigint, ADD COLUMN completed_at bigint,
 	ADD COLUMN version text NOT NULL DEFAULT '', ADD COLUMN tl integer NOT NULL DEFAULT 1, ADD COLUMN priority integer,
 	ADD COLUMN rate_key text, ADD COLUMN conc_key text, ADD COLUMN rate_tat bigint, ADD COLUMN wait_key text, ADD COLUMN group_key text;`
-
-// floorColsOwner is the lease owner the "cols" diagnostic's claims write:
-// as long as the engine's default owner, a UUID in text.
-const floorColsOwner = "00000000-0000-4000-8000-000000000000"
 
 // floorColsStatements are the no-op floor's statements on the floor's
 // table with the engine's run columns (see floorRun): the floor's claim
@@ -287,12 +283,12 @@ func floorColsStatements(s string) floorSQL {
 	return floorSQL{
 		insert: `INSERT INTO ` + s + `.runs (stage, status, payload, id, process, event, created_at)
 			SELECT 1, 'idle', p, gen_random_uuid()::text, 'noop', 'cap:noop', ` + now + ` FROM unnest($1::bytea[]) p`,
-		claim: `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_owner = '` + floorColsOwner + `',
+		claim: `UPDATE ` + s + `.runs r SET status = 'running', epoch = epoch + 1, attempts = attempts + 1, lease_node = 1,
 			lease_expires = ` + now + ` + 30000000000, started_at = ` + now + `
 		WHERE seq = ANY(ARRAY(SELECT seq FROM ` + s + `.runs WHERE status = 'idle' ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED))
 		RETURNING seq, epoch, stage`,
 		done: `UPDATE ` + s + `.runs r SET status = 'completed', output = 'null', completed_at = ` + now + `,
-			lease_owner = NULL, lease_expires = NULL, tl = tl + 2
+			lease_node = NULL, lease_expires = NULL, tl = tl + 2
 		FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
 		WHERE r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running'`,
 	}

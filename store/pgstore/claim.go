@@ -34,14 +34,19 @@ import (
 //
 // The store remembers the runs it claimed (heldRuns) for their ends.
 func (s *Store) ClaimNext(ctx context.Context, req store.ClaimNextRequest) (store.ClaimNextResult, error) {
-	res, err := s.claimNext(ctx, req)
+	node, err := s.ownerNum(ctx, req.Owner)
+	if err != nil {
+		return store.ClaimNextResult{}, err
+	}
+	res, err := s.claimNext(ctx, req, node)
 	if err == nil {
 		s.held.remember(res.Runs)
 	}
 	return res, err
 }
 
-func (s *Store) claimNext(ctx context.Context, req store.ClaimNextRequest) (store.ClaimNextResult, error) {
+// claimNext is ClaimNext for the owner numbered node (ownerNum).
+func (s *Store) claimNext(ctx context.Context, req store.ClaimNextRequest, node int32) (store.ClaimNextResult, error) {
 	var all, free, capped, flowed []string
 	for p, c := range req.Processes {
 		all = append(all, p)
@@ -57,7 +62,7 @@ func (s *Store) claimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 	sort.Strings(capped)
 	sort.Strings(flowed)
 	if len(all) > 0 && len(capped) == 0 && len(flowed) == 0 && req.Limit > 0 {
-		c := &claimCmd{req: req, all: all}
+		c := &claimCmd{req: req, node: node, all: all}
 		err := s.do(ctx, &cmd{claim: c})
 		return c.res, err
 	}
@@ -70,7 +75,7 @@ func (s *Store) claimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 		}
 		claim := func(procs []string, n int) error {
 			b := &pgx.Batch{}
-			w.queueClaim(b, &req, procs, n, &res)
+			w.queueClaim(b, &req, node, procs, n, &res)
 			return w.tx.SendBatch(w.ctx, b).Close()
 		}
 		var flowNext time.Time
@@ -102,7 +107,7 @@ func (s *Store) claimNext(ctx context.Context, req store.ClaimNextRequest) (stor
 					}
 				}
 				var err error
-				if flowNext, err = w.claimFlows(&req, flowed, rooms, &res); err != nil {
+				if flowNext, err = w.claimFlows(&req, node, flowed, rooms, &res); err != nil {
 					return err
 				}
 			}
@@ -138,6 +143,7 @@ func limitNow(req *store.ClaimNextRequest) int {
 // pipeline.
 type claimCmd struct {
 	req      store.ClaimNextRequest
+	node     int32    // the number of req.Owner (ownerNum)
 	all      []string // the processes
 	res      store.ClaimNextResult
 	waitNext *int64 // the earliest deadline of a wait after req.Now
@@ -150,7 +156,7 @@ func (w *wtx) queueClaimCmd(b *pgx.Batch, c *claimCmd) func() error {
 	c.res = store.ClaimNextResult{Limit: c.req.Limit}
 	c.waitNext = nil
 	w.queuePromote(b, &c.req, c.all, &c.waitNext)
-	w.queueClaim(b, &c.req, c.all, c.req.Limit, &c.res)
+	w.queueClaim(b, &c.req, c.node, c.all, c.req.Limit, &c.res)
 	return func() error { return w.claimed(&c.req, c.all, &c.res, c.waitNext) }
 }
 
@@ -181,11 +187,11 @@ func (w *wtx) promoted(n int64) {
 // queueClaim queues in b the claim of up to n runs of procs, appended to
 // res once b is sent: the plan settings, the claim, the settings back to
 // the session's.
-func (w *wtx) queueClaim(b *pgx.Batch, req *store.ClaimNextRequest, procs []string, n int, res *store.ClaimNextResult) {
+func (w *wtx) queueClaim(b *pgx.Batch, req *store.ClaimNextRequest, node int32, procs []string, n int, res *store.ClaimNextResult) {
 	for _, set := range claimPlan {
 		b.Queue(set)
 	}
-	b.Queue(w.s.q.claimNext, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n).Query(func(rows pgx.Rows) error {
+	b.Queue(w.s.q.claimNext, node, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n).Query(func(rows pgx.Rows) error {
 		for rows.Next() {
 			_, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
 			if err != nil {

@@ -33,7 +33,7 @@ func TestClaimReadsIdleRunsInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	text := explain(t, tx, s.q.claimNext, "o", int64(2), int64(1), []string{"p"}, 30)
+	text := explain(t, tx, s.q.claimNext, int32(1), int64(2), int64(1), []string{"p"}, 30)
 	if strings.Contains(text, "Sort") || strings.Contains(text, "Bitmap Heap Scan on runs runs") || !strings.Contains(text, "Index Scan using runs_idle") {
 		t.Errorf("the claim does not read runs_idle in order:\n%s", text)
 	}

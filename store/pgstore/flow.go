@@ -68,7 +68,7 @@ type flowKeys struct {
 // another node's claim, and a key another node holds is passed over), reads
 // those keys' states under the locks and decides each candidate in Go
 // with the same rules as a single-process engine (store.Rate.Allow).
-func (w *wtx) claimFlows(req *store.ClaimNextRequest, procs []string, rooms map[string]int, res *store.ClaimNextResult) (time.Time, error) {
+func (w *wtx) claimFlows(req *store.ClaimNextRequest, node int32, procs []string, rooms map[string]int, res *store.ClaimNextResult) (time.Time, error) {
 	q := &w.s.q
 	now := req.Now.UnixNano()
 	limit := req.Limit - len(res.Runs)
@@ -197,7 +197,7 @@ func (w *wtx) claimFlows(req *store.ClaimNextRequest, procs []string, rooms map[
 		}
 	}
 	if len(picked) > 0 {
-		rows, err := w.tx.Query(w.ctx, q.flowClaim, req.Owner, req.LeaseUntil.UnixNano(), now, picked, tats)
+		rows, err := w.tx.Query(w.ctx, q.flowClaim, node, req.LeaseUntil.UnixNano(), now, picked, tats)
 		if err != nil {
 			return time.Time{}, err
 		}

@@ -27,8 +27,9 @@ func TestInFlightStatementsReadTheirIndex(t *testing.T) {
 	sch := s.q.schema
 	for _, q := range []string{
 		`INSERT INTO ` + sch + `.runs (id, process, event, status, created_at) SELECT 'r' || g, 'p', 'e', 'idle', g FROM generate_series(1, 20000) g`,
-		`INSERT INTO ` + sch + `.runs (id, process, event, status, created_at, epoch, lease_owner, lease_expires)
-			SELECT 'x' || g, 'q', 'e', 'running', g, 1, 'o' || (g % 2), g FROM generate_series(1, 20) g`,
+		`INSERT INTO ` + sch + `.owners (owner) VALUES ('o0'), ('o1')`,
+		`INSERT INTO ` + sch + `.runs (id, process, event, status, created_at, epoch, lease_node, lease_expires)
+			SELECT 'x' || g, 'q', 'e', 'running', g, 1, o.num, g FROM generate_series(1, 20) g JOIN ` + sch + `.owners o ON o.owner = 'o' || (g % 2)`,
 		`INSERT INTO ` + sch + `.nodes (owner) VALUES ('o0'), ('o1')`,
 	} {
 		if _, err := s.pool.Exec(ctx, q); err != nil {

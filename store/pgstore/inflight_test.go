@@ -14,6 +14,7 @@ import (
 // process (runs_active), instead of runs_inflight.
 func downgradeInflight(t *testing.T, s *pgstore.Store) {
 	t.Helper()
+	downgradeLeaseNodes(t, s)
 	sch := s.Schema()
 	execAll(t, s,
 		"CREATE INDEX runs_running ON "+sch+".runs (lease_owner) WHERE status = 'running'",
@@ -47,8 +48,8 @@ func TestInflightIndexMigrated(t *testing.T) {
 
 	s = openIn(t, dir, pgstore.Options{Schema: sch})
 	keys := indexKeys(t, s, "runs")
-	if keys["runs_inflight"] != "lease_owner,process" {
-		t.Errorf("runs_inflight on (%s), want (lease_owner,process); indexes %v", keys["runs_inflight"], keys)
+	if keys["runs_inflight"] != "lease_node,process" {
+		t.Errorf("runs_inflight on (%s), want (lease_node,process); indexes %v", keys["runs_inflight"], keys)
 	}
 	for _, gone := range []string{"runs_running", "runs_active"} {
 		if _, ok := keys[gone]; ok {

@@ -287,7 +287,7 @@ func sqlDB(t *testing.T, url, schema string) *sql.DB {
 // held returns the running runs an owner holds, with their epochs.
 func held(t *testing.T, db *sql.DB, owner string) map[string]int64 {
 	t.Helper()
-	rows, err := db.Query("SELECT id, epoch FROM runs WHERE status = 'running' AND lease_owner = $1", owner)
+	rows, err := db.Query("SELECT r.id, r.epoch FROM runs r JOIN owners o ON o.num = r.lease_node WHERE r.status = 'running' AND o.owner = $1", owner)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,6 +184,7 @@ type Store struct {
 	bg     sync.WaitGroup
 
 	nodes   nodeSet
+	owners  ownerNums
 	held    heldRuns
 	watch   watchers
 	notify  notifier

@@ -98,7 +98,7 @@ func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error
 		order = " ORDER BY seq"
 	}
 	args = append(args, f.Limit)
-	rows, err := s.pool.Query(ctx, "SELECT "+runCols+" FROM "+s.q.schema+".runs"+w+order+" LIMIT $"+strconv.Itoa(len(args)), args...)
+	rows, err := s.pool.Query(ctx, "SELECT "+s.q.runCols+" FROM "+s.q.schema+".runs"+w+order+" LIMIT $"+strconv.Itoa(len(args)), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func TestHeldEffectStartFenced(t *testing.T) {
 	sch := s.Schema()
 	// Another node takes the second run over: a claim of its own raises
 	// the epoch.
-	execAll(t, s, "UPDATE "+sch+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+strconv.FormatInt(taken.Seq, 10))
+	execAll(t, s, "UPDATE "+sch+".runs SET epoch = epoch + 1, lease_node = "+otherNode(t, s)+" WHERE seq = "+strconv.FormatInt(taken.Seq, 10))
 	if err := s.StartEffect(ctx, kept.ID, kept.Epoch, "k", now); err != nil {
 		t.Fatalf("effect start of a run still held: %v", err)
 	}
@@ -125,7 +125,7 @@ func TestHeldEffectOutcomesWithEnds(t *testing.T) {
 	}
 	// Another node takes the third run over and starts its effect again.
 	seq := strconv.FormatInt(taken.Seq, 10)
-	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+seq,
+	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_node = "+otherNode(t, s)+" WHERE seq = "+seq,
 		"UPDATE "+s.Schema()+".effects SET epoch = epoch + 1 WHERE run_seq = "+seq)
 
 	// The writer holds an admission's batch; the outcomes and ends are
@@ -245,7 +245,7 @@ func TestNewEffectStarts(t *testing.T) {
 	// Another node takes the run over: the second attempt's start of
 	// another key (an upsert: the run's claim was not its first) is
 	// refused and writes nothing.
-	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+strconv.FormatInt(r2.Seq, 10))
+	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_node = "+otherNode(t, s)+" WHERE seq = "+strconv.FormatInt(r2.Seq, 10))
 	if err := s.StartEffect(ctx, r2.ID, r2.Epoch, "k2", now); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("stale second attempt's start: %v, want ErrFenced", err)
 	}
@@ -255,7 +255,7 @@ func TestNewEffectStarts(t *testing.T) {
 	// Another node takes the other run over and starts the effect; the
 	// stale attempt's start, of a key new to it, is refused.
 	seq := strconv.FormatInt(stale.Seq, 10)
-	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+seq,
+	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_node = "+otherNode(t, s)+" WHERE seq = "+seq,
 		"INSERT INTO "+s.Schema()+".effects (run_seq, key, status, epoch, started_at) VALUES ("+seq+", 'k', 'started', 2, 1)")
 	if err := s.StartEffect(ctx, stale.ID, stale.Epoch, "k", now); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("stale attempt's start: %v, want ErrFenced", err)
@@ -282,7 +282,7 @@ func TestHeldFollowUpsWithEnds(t *testing.T) {
 	if err := s.StartEffect(ctx, withEffect.ID, withEffect.Epoch, "k", now); err != nil {
 		t.Fatal(err)
 	}
-	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_owner = 'other' WHERE seq = "+strconv.FormatInt(taken.Seq, 10))
+	execAll(t, s, "UPDATE "+s.Schema()+".runs SET epoch = epoch + 1, lease_node = "+otherNode(t, s)+" WHERE seq = "+strconv.FormatInt(taken.Seq, 10))
 
 	before := s.Stats()
 	inCommit, release := holdFirstCommit(t, s.Schema())
@@ -368,4 +368,17 @@ func claimP(t *testing.T, s *pgstore.Store, now time.Time, n int) []store.Run {
 		t.Fatalf("claim: %v, %d runs, want %d", err, len(res.Runs), n)
 	}
 	return res.Runs
+}
+
+// otherNode is the number of the lease owner "other" in s's owners table
+// (added if missing), as another node's claim writes it.
+func otherNode(t *testing.T, s *pgstore.Store) string {
+	t.Helper()
+	var n int32
+	err := s.Pool().QueryRow(context.Background(), `WITH i AS (INSERT INTO `+s.Schema()+`.owners (owner) VALUES ('other') ON CONFLICT (owner) DO NOTHING RETURNING num)
+		SELECT num FROM i UNION ALL SELECT num FROM `+s.Schema()+`.owners WHERE owner = 'other'`).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strconv.Itoa(int(n))
 }

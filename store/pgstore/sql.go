@@ -20,7 +20,7 @@ import (
 const (
 	runColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]sstatus, %[1]spayload, %[1]scontext, %[1]soutput, %[1]serror, %[1]serror_code, %[1]sthen_event, %[1]sidem_key,
-	%[1]sattempts, %[1]sepoch, %[1]sretry_at, %[1]slease_owner, %[1]slease_expires,
+	%[1]sattempts, %[1]sepoch, %[1]sretry_at, (SELECT owner FROM $S.owners WHERE num = %[1]slease_node) AS lease_owner, %[1]slease_expires,
 	%[1]screated_at, %[1]sstarted_at, %[1]scompleted_at, %[1]sversion, %[1]stl` + flowColsT + waitColT + groupColT
 	claimColsT = `%[1]sseq, %[1]sid, %[1]sprocess, %[1]sevent, coalesce(%[1]scorrelation_id, %[1]sid) AS correlation_id, %[1]sparent_id, %[1]sdepth,
 	%[1]spayload, %[1]scontext, %[1]sattempts, %[1]sepoch, %[1]screated_at` + flowColsT
@@ -90,7 +90,7 @@ func finishRows(run, runType string) string {
 // which may read u; and the rows out it answers.
 func finishEnd(from, ret, more, out string) string {
 	return `u AS (
-			UPDATE $S.runs r SET status = i.status, error = i.error, error_code = i.code, lease_owner = NULL, lease_expires = NULL,
+			UPDATE $S.runs r SET status = i.status, error = i.error, error_code = i.code, lease_node = NULL, lease_expires = NULL,
 				output = CASE WHEN i.out_set THEN i.output ELSE r.output END,
 				then_event = CASE WHEN i.then_set THEN i.then_event ELSE r.then_event END,
 				retry_at = CASE WHEN i.retry_set THEN i.retry_at ELSE r.retry_at END,
@@ -168,15 +168,17 @@ func effFinishHeld(first int) string {
 		RETURNING o.ord`
 }
 
-// claimSet is the SET list of a claim: $1 owner, $2 lease expiry, $3 now.
-const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts + 1, lease_owner = $1, lease_expires = $2,
+// claimSet is the SET list of a claim: $1 the owner's number (owners), $2
+// lease expiry, $3 now.
+const claimSet = `status = 'running', epoch = r.epoch + 1, attempts = r.attempts + 1, lease_node = $1, lease_expires = $2,
 	started_at = $3, retry_at = NULL, output = NULL`
 
 // queries are the store's SQL with its schema filled in: every table is
 // named with its schema, so statements also run on a caller's connection
 // (Tx) whatever its search_path.
 type queries struct {
-	schema string // the quoted schema name
+	schema  string // the quoted schema name
+	runCols string // runCols with the schema filled in
 
 	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts         string
 	groupSingleton, groupDebounce, pause, resume, selPaused                                            string
@@ -191,7 +193,7 @@ type queries struct {
 	selCounts, selAbandoned, selRollups, selErrors                                                     string
 	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                             string
 	nodeJoin, nodeAbandon, nodeBeat, nodeGone, nodeLeave, nodeForget                                   string
-	nodeList, nodeHeld                                                                                 string
+	nodeList, nodeHeld, ownerNum                                                                       string
 	notify                                                                                             string
 	finishHeldEff, effStartNew, effFinishHeld                                                          string
 	finishHeldFollow, finishHeldEffFollow                                                              string
@@ -208,6 +210,7 @@ func chainSeqs(schema, p string) string {
 func newQueries(schema string) queries {
 	q := queries{schema: schema}
 	s := func(sql string) string { return strings.ReplaceAll(sql, "$S.", schema+".") }
+	q.runCols = s(runCols)
 	q.insRuns = s(`WITH r AS (
 			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, idem_key, created_at,
 				priority, rate_key, conc_key, retry_at, group_key)
@@ -251,10 +254,10 @@ func newQueries(schema string) queries {
 	// index's columns: a list of processes on its second column would let
 	// the planner read every idle run and filter them.
 	q.activeCounts = s(`SELECT p.name,
-			(SELECT count(*) FROM $S.runs WHERE lease_owner IS NULL AND status = 'idle' AND process = p.name) +
-			(SELECT count(*) FROM $S.runs WHERE lease_owner IS NOT NULL AND status = 'running' AND process = p.name)
+			(SELECT count(*) FROM $S.runs WHERE lease_node IS NULL AND status = 'idle' AND process = p.name) +
+			(SELECT count(*) FROM $S.runs WHERE lease_node IS NOT NULL AND status = 'running' AND process = p.name)
 		FROM unnest($1::text[]) AS p(name)`)
-	q.runningCounts = s(`SELECT process, count(*) FROM $S.runs WHERE lease_owner IS NOT NULL AND status = 'running' AND process = ANY($1) GROUP BY process`)
+	q.runningCounts = s(`SELECT process, count(*) FROM $S.runs WHERE lease_node IS NOT NULL AND status = 'running' AND process = ANY($1) GROUP BY process`)
 
 	// Groups (see admitGroups), under the group's lock. The run of
 	// process $1 and group key $2 that stands in for a Singleton
@@ -317,7 +320,7 @@ func newQueries(schema string) queries {
 	// (the processes' test spelled IS TRUE, so that it cannot make
 	// runs_inflight look cheaper).
 	q.claimMore = s(`SELECT EXISTS (SELECT 1 FROM unnest($1::text[]) AS p(name),
-			LATERAL (SELECT 1 FROM $S.runs WHERE lease_owner IS NULL AND status = 'idle' AND process = p.name LIMIT 1) r),
+			LATERAL (SELECT 1 FROM $S.runs WHERE lease_node IS NULL AND status = 'idle' AND process = p.name LIMIT 1) r),
 		(SELECT retry_at FROM $S.runs WHERE status = 'idle' AND retry_at > $2 AND (process = ANY($1)) IS TRUE ORDER BY retry_at LIMIT 1)`)
 	// A waiting run whose deadline has passed is claimable as a due idle
 	// run is: a claim first makes it idle (its wait key cleared, its
@@ -380,11 +383,11 @@ func newQueries(schema string) queries {
 	// whose heartbeat is older than the timeout ($2 seconds) on the
 	// database's clock.
 	q.selForUpdate = s(`SELECT ` + runColsR + `,
-		EXISTS (SELECT 1 FROM $S.nodes n WHERE n.owner = r.lease_owner AND n.seen < now() - make_interval(secs => $2))
+		EXISTS (SELECT 1 FROM $S.owners o JOIN $S.nodes n ON n.owner = o.owner WHERE o.num = r.lease_node AND n.seen < now() - make_interval(secs => $2))
 		FROM $S.runs r WHERE r.seq = (SELECT seq FROM $S.run_ids WHERE id = $1) FOR UPDATE OF r`)
 	// The SET list of every transition, the field writes of its rule of
 	// the transition table (see setArgs); $15 is the run's seq.
-	q.update = s(`UPDATE $S.runs SET status = $1, error = $2, error_code = $3, lease_owner = NULL, lease_expires = NULL,
+	q.update = s(`UPDATE $S.runs SET status = $1, error = $2, error_code = $3, lease_node = NULL, lease_expires = NULL,
 		output = CASE WHEN $4 THEN $5 ELSE output END,
 		then_event = CASE WHEN $6 THEN $7 ELSE then_event END,
 		retry_at = CASE WHEN $8 THEN $9 ELSE retry_at END,
@@ -536,7 +539,8 @@ func newQueries(schema string) queries {
 	q.setCtx = s(`UPDATE $S.runs SET context = $1 WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $2) AND status = 'running' AND epoch = $3`)
 	q.holdRate = s(`UPDATE $S.runs SET rate_tat = greatest(rate_tat, $1) WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $2)
 		AND status = 'running' AND epoch = $3`)
-	q.heartbeat = s(`UPDATE $S.runs SET lease_expires = $1 WHERE status = 'running' AND lease_owner = $2 RETURNING id, epoch`)
+	q.heartbeat = s(`UPDATE $S.runs SET lease_expires = $1 WHERE status = 'running'
+		AND lease_node = (SELECT num FROM $S.owners WHERE owner = $2) RETURNING id, epoch`)
 	q.addCounts = s(`INSERT INTO $S.counts (shard, status, n) SELECT $1, st, d FROM unnest($2::text[], $3::bigint[]) AS c(st, d)
 		ON CONFLICT (shard, status) DO UPDATE SET n = $S.counts.n + excluded.n`)
 	q.idsExist = s(`SELECT id FROM $S.run_ids WHERE id = ANY($1)`)
@@ -563,9 +567,10 @@ func newQueries(schema string) queries {
 	// caller holds them or their owner is no node (a live node's lease is
 	// never judged on another node's clock).
 	q.selAbandoned = s(`SELECT ` + runColsR + ` FROM $S.runs r
-		LEFT JOIN $S.nodes n ON n.owner = r.lease_owner
-		WHERE r.lease_owner IS NOT NULL AND r.status = 'running' AND (n.seen < now() - make_interval(secs => $4)
-			OR (r.lease_expires <= $2 AND (r.lease_owner = $1 OR n.owner IS NULL)))
+		LEFT JOIN $S.owners o ON o.num = r.lease_node
+		LEFT JOIN $S.nodes n ON n.owner = o.owner
+		WHERE r.lease_node IS NOT NULL AND r.status = 'running' AND (n.seen < now() - make_interval(secs => $4)
+			OR (r.lease_expires <= $2 AND (o.owner = $1 OR n.owner IS NULL)))
 		ORDER BY r.seq LIMIT $3`)
 	q.selRollups = s(`SELECT bucket, process, counts, hists FROM $S.rollups WHERE bucket >= $1 AND bucket < $2 ORDER BY bucket, process, id`)
 	q.selErrors = s(`SELECT id, at, kind, process, run_id, effect_key, context, message FROM $S.errors
@@ -621,20 +626,29 @@ func newQueries(schema string) queries {
 		RETURNING (xmax <> 0) AS rejoined`)
 	// The runs an earlier process left under a rejoining id are abandoned:
 	// their leases end now.
-	q.nodeAbandon = s(`UPDATE $S.runs SET lease_expires = 0 WHERE status = 'running' AND lease_owner = $1`)
+	q.nodeAbandon = s(`UPDATE $S.runs SET lease_expires = 0 WHERE status = 'running'
+		AND lease_node = (SELECT num FROM $S.owners WHERE owner = $1)`)
 	q.nodeBeat = s(`UPDATE $S.nodes SET seen = now(), gone = false WHERE owner = ANY($1)`)
 	q.nodeGone = s(`UPDATE $S.nodes SET gone = true WHERE NOT gone AND seen < now() - make_interval(secs => $1) RETURNING owner`)
 	q.nodeLeave = s(`DELETE FROM $S.nodes WHERE owner = ANY($1)`)
-	// Gone nodes that hold nothing are forgotten after a day.
+	// Gone nodes that hold nothing are forgotten after a day (each node's
+	// owner number read as an array: as a join, the planner read all of
+	// runs_inflight).
 	q.nodeForget = s(`DELETE FROM $S.nodes n WHERE gone AND seen < now() - interval '1 day'
-		AND NOT EXISTS (SELECT 1 FROM $S.runs r WHERE r.lease_owner IS NOT NULL AND r.status = 'running' AND r.lease_owner = n.owner)`)
+		AND NOT EXISTS (SELECT 1 FROM $S.runs r WHERE r.status = 'running'
+			AND r.lease_node = ANY(ARRAY(SELECT num FROM $S.owners o WHERE o.owner = n.owner)))`)
 	// The nodes for operators, live first ($1: the timeout in seconds),
 	// and the runs the listed ones hold (runs_inflight).
 	q.nodeList = s(`SELECT owner, joined_at, seen, extract(epoch FROM now() - seen)::float8,
 		gone OR seen < now() - make_interval(secs => $1) AS lost
 		FROM $S.nodes ORDER BY lost, owner LIMIT $2`)
-	q.nodeHeld = s(`SELECT lease_owner, process, count(*) FROM $S.runs
-		WHERE status = 'running' AND lease_owner = ANY($1) GROUP BY lease_owner, process`)
+	q.nodeHeld = s(`SELECT o.owner, r.process, count(*) FROM $S.owners o JOIN $S.runs r ON r.lease_node = o.num AND r.status = 'running'
+		WHERE o.owner = ANY($1) GROUP BY o.owner, r.process`)
+	// An owner's number, given on its first claim (ownerNum). Rows
+	// another transaction inserted are not in this statement's snapshot:
+	// a concurrent first claim of the owner elsewhere returns no row.
+	q.ownerNum = s(`WITH i AS (INSERT INTO $S.owners (owner) VALUES ($1) ON CONFLICT (owner) DO NOTHING RETURNING num)
+		SELECT num FROM i UNION ALL SELECT num FROM $S.owners WHERE owner = $1`)
 	q.notify = `SELECT pg_notify($1, $2)`
 	return q
 }

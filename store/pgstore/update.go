@@ -486,8 +486,12 @@ func (s *Store) Claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 }
 
 func (s *Store) claim(ctx context.Context, req store.ClaimRequest) ([]store.Run, error) {
+	node, err := s.ownerNum(ctx, req.Owner)
+	if err != nil {
+		return nil, err
+	}
 	var out []store.Run
-	err := s.run(ctx, func(w *wtx) error {
+	err = s.run(ctx, func(w *wtx) error {
 		out = out[:0]
 		tats := make([]*int64, len(req.IDs))
 		for i := range tats {
@@ -501,7 +505,7 @@ func (s *Store) claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 			w.promoted(tag.RowsAffected())
 			return nil
 		})
-		b.Queue(s.q.claimIDs, req.Owner, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), req.IDs, tats).Query(func(rows pgx.Rows) error {
+		b.Queue(s.q.claimIDs, node, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), req.IDs, tats).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				ord, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
 				if err != nil {

@@ -21,7 +21,7 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 	s := planStore(t, "writerplan")
 	sch := s.q.schema
 	for _, q := range []string{
-		`INSERT INTO ` + sch + `.runs (id, process, event, status, created_at, epoch, lease_owner) SELECT 'r' || g, 'p', 'e', 'running', g, 1, 'o' FROM generate_series(1, 20000) g`,
+		`INSERT INTO ` + sch + `.runs (id, process, event, status, created_at, epoch, lease_node) SELECT 'r' || g, 'p', 'e', 'running', g, 1, 1 FROM generate_series(1, 20000) g`,
 		`INSERT INTO ` + sch + `.run_ids (id, seq) SELECT id, seq FROM ` + sch + `.runs`,
 		`INSERT INTO ` + sch + `.effects (run_seq, key, status, epoch, started_at) SELECT seq, 'k', 'started', 1, 1 FROM ` + sch + `.runs`,
 	} {

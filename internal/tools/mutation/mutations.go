@@ -1275,8 +1275,8 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: a claim asks its caller's room when it runs, not when it is requested",
 		Edits: []Edit{{
 			File: "store/pgstore/claim.go",
-			Old:  "\tres, err := s.claimNext(ctx, req)\n",
-			New:  "\treq.Limit = limitNow(&req)\n\tres, err := s.claimNext(ctx, req)\n",
+			Old:  "\tres, err := s.claimNext(ctx, req, node)\n",
+			New:  "\treq.Limit = limitNow(&req)\n\tres, err := s.claimNext(ctx, req, node)\n",
 		}},
 		Tests: []Test{pgTest("TestClaimTakesItsRoomWhenItRuns")},
 		Needs: pgURL,
@@ -1286,10 +1286,32 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: a capped claim counts its process's running runs without reading the process's idle backlog",
 		Edits: []Edit{{
 			File: "store/pgstore/sql.go",
-			Old:  "FROM $S.runs WHERE lease_owner IS NOT NULL AND status = 'running' AND process = ANY($1) GROUP BY process`)",
+			Old:  "FROM $S.runs WHERE lease_node IS NOT NULL AND status = 'running' AND process = ANY($1) GROUP BY process`)",
 			New:  "FROM $S.runs WHERE status = 'running' AND process = ANY($1) GROUP BY process`)",
 		}},
 		Tests: []Test{pgTest("TestInFlightStatementsReadTheirIndex")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-owner-number-not-found",
+		Guarantee: "PostgreSQL: an owner that claimed before (on any node, or before a migration) keeps its number: its claims and heartbeats go on",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "SELECT num FROM i UNION ALL SELECT num FROM $S.owners WHERE owner = $1`)",
+			New:  "SELECT num FROM i`)",
+		}},
+		Tests: []Test{pgTest("TestLeaseNodesMigrated"), pgTest("TestOwnerNumbersShared")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-migration-drops-lease-owners",
+		Guarantee: "PostgreSQL: schema version 9 keeps the lease owner of every running run, as a number",
+		Edits: []Edit{{
+			File: "store/pgstore/migrations/0009_lease_nodes.sql",
+			Old:  "UPDATE $S.runs r SET lease_node = o.num FROM $S.owners o WHERE o.owner = r.lease_owner;\n",
+			New:  "",
+		}},
+		Tests: []Test{pgTest("TestLeaseNodesMigrated")},
 		Needs: pgURL,
 	},
 	{
