@@ -192,12 +192,12 @@ func (w *wtx) queueClaim(b *pgx.Batch, req *store.ClaimNextRequest, node int32, 
 		b.Queue(set)
 	}
 	b.Queue(w.s.q.claimNext, node, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n).Query(func(rows pgx.Rows) error {
+		res.Runs = slices.Grow(res.Runs, n) // room for every run the claim may return: no copies as it grows
 		for rows.Next() {
-			_, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
-			if err != nil {
+			var err error
+			if res.Runs, err = appendClaimed(res.Runs, rows, req); err != nil {
 				return err
 			}
-			res.Runs = append(res.Runs, r)
 			w.moved(store.StatusIdle, store.StatusRunning)
 		}
 		return rows.Err()

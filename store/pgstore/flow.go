@@ -201,13 +201,12 @@ func (w *wtx) claimFlows(req *store.ClaimNextRequest, node int32, procs []string
 		if err != nil {
 			return time.Time{}, err
 		}
+		res.Runs = slices.Grow(res.Runs, len(picked))
 		for rows.Next() {
-			_, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
-			if err != nil {
+			if res.Runs, err = appendClaimed(res.Runs, rows, req); err != nil {
 				rows.Close()
 				return time.Time{}, err
 			}
-			res.Runs = append(res.Runs, r)
 			w.moved(store.StatusIdle, store.StatusRunning)
 		}
 		rows.Close()

@@ -677,16 +677,27 @@ func scanRun(sc scanner, extra ...any) (store.Run, int, error) {
 	return r, tl, nil
 }
 
-// scanClaimed reads one row of an ordinal and claimCols into a run
-// claimed for owner.
-func scanClaimed(sc scanner, owner string, now, until time.Time) (ord int64, r store.Run, err error) {
-	r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
+// scanClaimed reads one row of an ordinal and claimCols into r, a run
+// claimed for owner, in place: a claim's runs are scanned into their
+// result's slice, not each into a copy of its own on the heap.
+func scanClaimed(sc scanner, owner string, now, until time.Time, r *store.Run) (ord int64, err error) {
+	*r = store.Run{Status: store.StatusRunning, LeaseOwner: owner, LeaseExpires: until, StartedAt: now}
 	var parent *string
 	var created int64
 	err = sc.Scan(&ord, &r.Seq, &r.ID, &r.Process, &r.Event, &r.CorrelationID, &parent, &r.Depth,
 		(*[]byte)(&r.Payload), (*[]byte)(&r.Context), &r.Attempts, &r.Epoch, &created, &r.Priority, &r.RateKey, &r.ConcurrencyKey)
 	r.ParentID, r.CreatedAt = str(parent), time.Unix(0, created)
-	return ord, r, err
+	return ord, err
+}
+
+// appendClaimed scans the next row of a claim for req (scanClaimed) onto
+// runs.
+func appendClaimed(runs []store.Run, sc scanner, req *store.ClaimNextRequest) ([]store.Run, error) {
+	runs = append(runs, store.Run{})
+	if _, err := scanClaimed(sc, req.Owner, req.Now, req.LeaseUntil, &runs[len(runs)-1]); err != nil {
+		return runs[:len(runs)-1], err
+	}
+	return runs, nil
 }
 
 // scanUpdated reads one row of updCols (after the leading columns in

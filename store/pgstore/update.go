@@ -16,7 +16,7 @@ import (
 // finish is the end of one attempt with no follow-up: the hot path,
 // written with every other attempt end of its batch in one statement.
 type finish struct {
-	u    *store.Update
+	u    store.Update // a copy in the command: the caller's stays on its stack
 	rule *store.Rule
 	o    store.Outcome
 	res  store.UpdateResult
@@ -43,12 +43,17 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 			admitted = len(u.Children.Runs)
 		}
 		o, _, _ := rule.Outcome(&u, admitted) // every follow-up is admitted: never refused
-		f := &finish{u: &u, rule: rule, o: o}
+		f := &finish{u: u, rule: rule, o: o}
 		err := s.do(ctx, &cmd{fin: f})
 		return f.res, err
 	}
+	return s.updateLocked(ctx, u, rule)
+}
+
+// updateLocked is an Update that reads its run first (see Update).
+func (s *Store) updateLocked(ctx context.Context, u store.Update, rule *store.Rule) (store.UpdateResult, error) {
 	var res store.UpdateResult
-	err = s.run(ctx, func(w *wtx) error {
+	err := s.run(ctx, func(w *wtx) error {
 		var err error
 		res, err = w.update(&u, rule)
 		return err
@@ -223,7 +228,7 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 	var wide, fromClaim []int
 	for i, c := range cs {
 		f := c.fin
-		args[i] = setArgs(f.rule, f.u, &f.o, false, false)
+		args[i] = setArgs(f.rule, &f.u, &f.o, false, false)
 		if isHeld[i] {
 			fromClaim = append(fromClaim, i)
 		} else {
@@ -507,7 +512,8 @@ func (s *Store) claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 		})
 		b.Queue(s.q.claimIDs, node, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), req.IDs, tats).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				ord, r, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil)
+				var r store.Run
+				ord, err := scanClaimed(rows, req.Owner, req.Now, req.LeaseUntil, &r)
 				if err != nil {
 					return err
 				}
