@@ -117,6 +117,13 @@ var pgMeasurements = func() []measurement {
 				return pgMeasure("engine", w, p)
 			}})
 		}
+		// The engine's live heap in these drains is about 1 MB, so at the
+		// default GOGC it collects every few MB allocated, dozens of times
+		// a second; the diagnostic shows what an application that raises
+		// GOGC (or sets GOMEMLIMIT) gets.
+		ms = append(ms, measurement{w + "-gc400", fmt.Sprintf("DIAGNOSTIC: as %s-1p, the engine's process run with GOGC=400", w), "runs/s", "floor-" + w, func(childConfig) (result, error) {
+			return pgMeasure("engine", w, 1, "GOGC=400")
+		}})
 		sq := map[string]string{"noop": "noop-backlog", "effect": "effect-backlog", "chain": "chain-backlog"}[w]
 		ms = append(ms, measurement{"sqlite-" + w, fmt.Sprintf("%s, the same drain on the SQLite file store (one process, c50; KB written per run instead of WAL)", whats[w]), "runs/s", "", func(childConfig) (result, error) {
 			return runChild(sq)

@@ -62,7 +62,7 @@ func pgWorkloadOf(w string) pgWorkload {
 // processes, "floor", or the diagnostics "schema" (the floor's work on the
 // engine's tables) and "cols" (on the floor's table with the engine's
 // run columns; see floorRun).
-func pgMeasure(kind, w string, procs int) (result, error) {
+func pgMeasure(kind, w string, procs int, env ...string) (result, error) {
 	ctx := context.Background()
 	schema := fmt.Sprintf("cap_%s_%s_%d_%d", kind, w, procs, time.Now().UnixNano()%1e9)
 	conn, err := pgx.Connect(ctx, pgURL)
@@ -88,7 +88,7 @@ func pgMeasure(kind, w string, procs int) (result, error) {
 		}
 	}()
 	for i := range procs {
-		c, err := startPGChild("pg-"+kind, schema, w, strconv.Itoa(runs), strconv.Itoa(i))
+		c, err := startPGChild(env, "pg-"+kind, schema, w, strconv.Itoa(runs), strconv.Itoa(i))
 		if err != nil {
 			return result{}, err
 		}
@@ -236,9 +236,11 @@ type pgChild struct {
 	out *bufio.Scanner
 }
 
-func startPGChild(args ...string) (*pgChild, error) {
+// startPGChild starts a child process of a PostgreSQL measurement with
+// args, its environment this process's plus env (which wins).
+func startPGChild(env []string, args ...string) (*pgChild, error) {
 	cmd := exec.Command(os.Args[0], append([]string{"-child"}, args...)...)
-	cmd.Env = append(os.Environ(), "YELLA_CAPACITY_PG_URL="+pgURL)
+	cmd.Env = append(append(os.Environ(), "YELLA_CAPACITY_PG_URL="+pgURL), env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -444,7 +446,11 @@ func sanitize(u string) string {
 func runPG(selected map[string]bool, reps int, jsonOut string) {
 	fmt.Println(pgServer())
 	fmt.Println("command: go run ./examples/capacity " + strings.Join(os.Args[1:], " "))
-	fmt.Printf("runs per drain: %d; emits: %d; fleet concurrency 50 per engine process\n", pgRuns, pgEmits)
+	gogc := os.Getenv("GOGC")
+	if gogc == "" {
+		gogc = "unset (100)"
+	}
+	fmt.Printf("runs per drain: %d; emits: %d; fleet concurrency 50 per engine process; GOGC %s\n", pgRuns, pgEmits, gogc)
 	var ms []measurement
 	for _, m := range measurements {
 		if len(selected) == 0 || selected[m.name] {

@@ -113,6 +113,17 @@ func (p *page) postgres() {
 		w("| %s |", strings.Join(cells, " | "))
 	}
 	w("")
+	var gc []string
+	for _, wl := range []string{"noop", "effect", "chain"} {
+		if e, ok := by[wl+"-gc400"]; ok {
+			gc = append(gc, fmt.Sprintf("%s %.0f runs/s (**%.0f%%**)", names[wl], e.PerSec, 100*e.OfFloor))
+		}
+	}
+	if len(gc) > 0 {
+		w("One engine process run with `GOGC=400` (a diagnostic: the engine's live heap in these drains is about 1 MB, so at the")
+		w("default `GOGC=100` it collects every few MB allocated, dozens of times a second): %s.", strings.Join(gc, ", "))
+		w("")
+	}
 	if e, ok := by["emit-seq"]; ok {
 		w("Sequential `Emit` (the engine not started, each emit its own commit): %.0f emits/s, p50 %.0f µs, p99 %.0f µs, %.0f B of WAL each.",
 			e.PerSec, e.P50us, e.P99us, e.WALPerRun)
