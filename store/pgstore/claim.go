@@ -184,6 +184,10 @@ func (w *wtx) promoted(n int64) {
 	}
 }
 
+// claimRoom is how many runs' room a claim's result is given before its
+// rows are read (queueClaim).
+const claimRoom = 128
+
 // queueClaim queues in b the claim of up to n runs of procs, appended to
 // res once b is sent: the plan settings, the claim, the settings back to
 // the session's.
@@ -192,7 +196,10 @@ func (w *wtx) queueClaim(b *pgx.Batch, req *store.ClaimNextRequest, node int32, 
 		b.Queue(set)
 	}
 	b.Queue(w.s.q.claimNext, node, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n).Query(func(rows pgx.Rows) error {
-		res.Runs = slices.Grow(res.Runs, n) // room for every run the claim may return: no copies as it grows
+		// Room for the runs a claim usually returns, so the slice is not
+		// copied as it grows; not for n itself, which a large fleet makes
+		// far larger than the idle runs there are.
+		res.Runs = slices.Grow(res.Runs, min(n, claimRoom))
 		for rows.Next() {
 			var err error
 			if res.Runs, err = appendClaimed(res.Runs, rows, req); err != nil {
