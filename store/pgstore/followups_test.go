@@ -2,6 +2,8 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -134,5 +136,47 @@ func TestFollowUpLinks(t *testing.T) {
 				t.Errorf("the root, whose follow-up is kept: %v", err)
 			}
 		})
+	}
+}
+
+// TestEndResultsStayTheCallers: an attempt end's result (its run, its
+// admitted follow-ups) belongs to its caller, whatever ends the store
+// answers after it. The store recycles its attempt ends' commands: a
+// result that shared memory with a recycled command would show a later
+// end's follow-up.
+func TestEndResultsStayTheCallers(t *testing.T) {
+	ctx := context.Background()
+	s := planStore(t, "endresults")
+	now := time.Now()
+	const n = 12
+	var ids []string
+	for i := range n {
+		ids = append(ids, fmt.Sprintf("parent-%d", i))
+		if _, err := s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: ids[i], Process: "p"}}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rs, err := s.Claim(ctx, store.ClaimRequest{IDs: ids, Owner: "o", Now: now, LeaseUntil: now.Add(time.Hour)})
+	if err != nil || len(rs) != n {
+		t.Fatalf("claim: %d runs, %v", len(rs), err)
+	}
+	results := make([]store.UpdateResult, n)
+	for i, r := range rs {
+		results[i], err = s.Update(ctx, store.Update{RunID: r.ID, Epoch: r.Epoch, Action: store.ActionComplete, Now: now, Then: "next",
+			Output: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)),
+			Children: &store.Admission{Event: "next", ParentID: r.ID, CorrelationID: r.ID, Depth: 1, Now: now,
+				Runs: []store.NewRun{{ID: "child-of-" + r.ID, Process: "c"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, res := range results {
+		id := rs[i].ID
+		if res.Run.ID != id || res.Run.Status != store.StatusCompleted {
+			t.Errorf("end of %s: result's run %s %s", id, res.Run.ID, res.Run.Status)
+		}
+		if len(res.Children.Admitted) != 1 || res.Children.Admitted[0].ID != "child-of-"+id {
+			t.Errorf("end of %s: result's follow-ups %+v, want only child-of-%s", id, res.Children.Admitted, id)
+		}
 	}
 }

@@ -114,22 +114,22 @@ type heldEnd struct {
 
 // endedRun is the run an attempt end left, as updCols would return it,
 // for a run held from its claim (h), its id, the rest as the end
-// returned it (e) and the end's writes as setArgs gives them (a): every
-// field the end may write it sets (a claim leaves output and retry_at
-// NULL, and a kept one stays so) or returns.
-func endedRun(h *heldRun, id string, e *heldEnd, a []any) store.Run {
+// returned it (e) and the end's writes (a): every field the end may
+// write it sets (a claim leaves output and retry_at NULL, and a kept one
+// stays so) or returns.
+func endedRun(h *heldRun, id string, e *heldEnd, a *sets) store.Run {
 	r := store.Run{ID: id, Seq: h.seq, Process: h.process, Event: h.event, CorrelationID: h.correlation, ParentID: h.parent,
 		Depth: h.depth, Attempts: h.attempts, Epoch: h.epoch, CreatedAt: time.Unix(0, h.created), StartedAt: time.Unix(0, h.started),
 		Priority: h.priority, RateKey: h.rateKey, ConcurrencyKey: h.concKey,
 		Then: e.then, IdempotencyKey: e.idem, Version: e.version, GroupKey: e.groupKey, WaitKey: e.waitKey}
-	r.Status = store.Status(a[0].(string))
-	r.Error, r.ErrorCode = a[1].(string), a[2].(string)
-	if a[3].(bool) {
-		r.Output = bytes.Clone(a[4].([]byte))
+	r.Status = store.Status(a.status)
+	r.Error, r.ErrorCode = a.err, a.code
+	if a.outSet {
+		r.Output = bytes.Clone(a.out)
 	}
-	if a[7].(bool) {
-		r.RetryAt = fromNS(a[8].(*int64))
+	if a.retrySet {
+		r.RetryAt = fromNS(a.retry)
 	}
-	r.CompletedAt = fromNS(a[9].(*int64))
+	r.CompletedAt = fromNS(a.completed)
 	return r
 }

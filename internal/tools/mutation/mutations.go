@@ -1304,6 +1304,17 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-recycled-end-keeps-result",
+		Guarantee: "PostgreSQL: an attempt end's result stays its caller's: the recycled command of a later end shares none of its memory",
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "*fc = finishCmd{} // drops the update's and the result's references",
+			New:  "fc.c = cmd{}",
+		}},
+		Tests: []Test{pgTest("TestEndResultsStayTheCallers")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-migration-drops-lease-owners",
 		Guarantee: "PostgreSQL: schema version 9 keeps the lease owner of every running run, as a number",
 		Edits: []Edit{{
