@@ -35,11 +35,12 @@ CREATE INDEX ON %[1]s.runs (seq) WHERE status = 'idle';
 CREATE TABLE %[1]s.effects (run_seq bigint NOT NULL, key text NOT NULL, status text NOT NULL, output bytea, PRIMARY KEY (run_seq, key));`
 
 type floorCmd struct {
-	claim int    // claim this many runs, or:
-	start *fRun  // record an effect started, or:
-	done  *fRun  // complete a run (and its effect; insert stage 2 of a chain)
-	got   []fRun // claimed runs
-	ack   chan struct{}
+	insert [][]byte // admit runs with these payloads, or:
+	claim  int      // claim this many runs, or:
+	start  *fRun    // record an effect started, or:
+	done   *fRun    // complete a run (and its effect; insert stage 2 of a chain)
+	got    []fRun   // claimed runs
+	ack    chan struct{}
 }
 
 type fRun struct {
@@ -69,6 +70,12 @@ type fRun struct {
 //     from the floor to it is what the row's width costs alone, and from
 //     it to "schema" what the engine's other indexes and tables cost.
 //
+// The shape "e2e" is the floor end to end: nothing is admitted before
+// ready(); the runs (the chain's roots) are inserted inside the timed
+// window, 500 to a command through the floor's writer, one command after
+// another, while the drain goes on, as an application emitting batches
+// of 500 to a running engine admits them.
+//
 // Any other shape is the floor itself.
 func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCount, txCount int64, err error) {
 	ctx := context.Background()
@@ -79,7 +86,7 @@ func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCoun
 	defer pool.Close()
 	s := pgx.Identifier{schema}.Sanitize()
 	q := floorStatements(s)
-	if shape != "floor" && w != "noop" {
+	if shape != "floor" && shape != "e2e" && w != "noop" {
 		return 0, 0, fmt.Errorf("the %s diagnostic runs no-op runs only, not %q", shape, w)
 	}
 	switch shape {
@@ -104,12 +111,16 @@ func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCoun
 	if w == "chain" {
 		roots = n / 2
 	}
-	for i := 0; i < roots; i += 500 {
+	page := func(i int) [][]byte {
 		var ps [][]byte
 		for j := i; j < min(i+500, roots); j++ {
 			ps = append(ps, fmt.Appendf(nil, `{"i":%d}`, j))
 		}
-		if _, err := pool.Exec(ctx, q.insert, ps); err != nil {
+		return ps
+	}
+	inWindow := shape == "e2e"
+	for i := 0; i < roots && !inWindow; i += 500 {
+		if _, err := pool.Exec(ctx, q.insert, page(i)); err != nil {
 			return 0, 0, err
 		}
 	}
@@ -153,6 +164,21 @@ func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCoun
 		cmds <- c
 		<-c.ack
 		return c
+	}
+
+	// inserted wakes the claimer when runs were admitted (e2e), as a
+	// notification wakes the engine's nodes.
+	inserted := make(chan struct{}, 1)
+	if inWindow {
+		go func() {
+			for i := 0; i < roots; i += 500 {
+				do(&floorCmd{insert: page(i)})
+				select {
+				case inserted <- struct{}{}:
+				default:
+				}
+			}
+		}()
 	}
 
 	const conc, buffer = fleetConc, fleetConc / 4
@@ -205,6 +231,7 @@ func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCoun
 		}
 		select {
 		case <-freed:
+		case <-inserted:
 		case err := <-writerDone:
 			return 0, 0, err
 		}
@@ -303,6 +330,13 @@ func floorCommit(ctx context.Context, pool *pgxpool.Pool, batch []*floorCmd, w s
 	}
 	defer tx.Rollback(ctx)
 	var sSeq, sEp, dSeq, dEp []int64
+	for _, c := range batch { // admissions first: a claim of the same transaction sees them
+		if c.insert != nil {
+			if _, err := tx.Exec(ctx, q.insert, c.insert); err != nil {
+				return err
+			}
+		}
+	}
 	for _, c := range batch {
 		switch {
 		case c.claim > 0:

@@ -124,6 +124,13 @@ var pgMeasurements = func() []measurement {
 		ms = append(ms, measurement{w + "-gc400", fmt.Sprintf("DIAGNOSTIC: as %s-1p, the engine's process run with GOGC=400", w), "runs/s", "floor-" + w, func(childConfig) (result, error) {
 			return pgMeasure("engine", w, 1, "GOGC=400")
 		}})
+		// End to end, admission inside the window, as a user pays it.
+		ms = append(ms, measurement{"floor-e2e-" + w, fmt.Sprintf("the PostgreSQL floor end to end: %s, %s inserted 500 a command through its writer while it drains, first insert to last completion", whats[w], n), "runs/s", "", func(childConfig) (result, error) {
+			return pgMeasure("floore2e", w, 1)
+		}})
+		ms = append(ms, measurement{"e2e-" + w + "-1p", fmt.Sprintf("%s end to end: %s emitted with EmitBatch of 500 to 1 running engine process, first emit to last completion, PostgreSQL", whats[w], n), "runs/s", "floor-e2e-" + w, func(childConfig) (result, error) {
+			return pgMeasure("enginee2e", w, 1)
+		}})
 		sq := map[string]string{"noop": "noop-backlog", "effect": "effect-backlog", "chain": "chain-backlog"}[w]
 		ms = append(ms, measurement{"sqlite-" + w, fmt.Sprintf("%s, the same drain on the SQLite file store (one process, c50; KB written per run instead of WAL)", whats[w]), "runs/s", "", func(childConfig) (result, error) {
 			return runChild(sq)

@@ -61,7 +61,10 @@ func pgWorkloadOf(w string) pgWorkload {
 // pgMeasure runs one PostgreSQL drain: kind "engine" with procs engine
 // processes, "floor", or the diagnostics "schema" (the floor's work on the
 // engine's tables) and "cols" (on the floor's table with the engine's
-// run columns; see floorRun).
+// run columns; see floorRun). The kinds "enginee2e" and "floore2e" are
+// the engine and the floor end to end: nothing is admitted before the
+// window, which starts before the first admission and ends at the last
+// completion.
 func pgMeasure(kind, w string, procs int, env ...string) (result, error) {
 	ctx := context.Background()
 	schema := fmt.Sprintf("cap_%s_%s_%d_%d", kind, w, procs, time.Now().UnixNano()%1e9)
@@ -305,8 +308,12 @@ func pgChildMain(kind string, args []string) {
 		}
 	}
 	switch kind {
-	case "pg-floor", "pg-schema", "pg-cols":
-		cmds, txs, err := floorRun(url, schema, w, runs, strings.TrimPrefix(kind, "pg-"), func() {
+	case "pg-floor", "pg-schema", "pg-cols", "pg-floore2e":
+		shape := strings.TrimPrefix(kind, "pg-")
+		if shape == "floore2e" {
+			shape = "e2e"
+		}
+		cmds, txs, err := floorRun(url, schema, w, runs, shape, func() {
 			fmt.Println("ready")
 			wait("go")
 			profile()
@@ -323,7 +330,7 @@ func pgChildMain(kind string, args []string) {
 		}
 		b, _ := json.Marshal(r)
 		fmt.Println(string(b))
-	case "pg-engine":
+	case "pg-engine", "pg-enginee2e":
 		ctx := context.Background()
 		st, err := pgstore.Open(ctx, url, pgstore.Options{Schema: schema})
 		if err != nil {
@@ -340,6 +347,24 @@ func pgChildMain(kind string, args []string) {
 		s0 := st.Stats()
 		if err := e.Start(ctx); err != nil {
 			fatal(err)
+		}
+		if kind == "pg-enginee2e" {
+			// Admission inside the window: batches of 500 emitted one
+			// after another to the running engine, as the floor's e2e
+			// shape inserts them.
+			roots := runs
+			if w == "chain" {
+				roots = runs / 2
+			}
+			for i := 0; i < roots; i += 500 {
+				evs := make([]yella.BatchEvent, 0, 500)
+				for j := i; j < min(i+500, roots); j++ {
+					evs = append(evs, yella.BatchEvent{Event: wl.event, Payload: json.RawMessage(fmt.Appendf(nil, `{"i":%d}`, j))})
+				}
+				if _, err := e.EmitBatch(ctx, evs); err != nil {
+					fatal(err)
+				}
+			}
 		}
 		if err := e.Drain(ctx); err != nil {
 			fatal(err)

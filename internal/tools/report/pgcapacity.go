@@ -113,6 +113,27 @@ func (p *page) postgres() {
 		w("| %s |", strings.Join(cells, " | "))
 	}
 	w("")
+	var e2e [][]string
+	for _, wl := range []string{"noop", "effect", "chain"} {
+		f, okf := by["floor-e2e-"+wl]
+		e, oke := by["e2e-"+wl+"-1p"]
+		if okf && oke {
+			e2e = append(e2e, []string{names[wl], fmt.Sprintf("%.0f runs/s", f.PerSec), fmt.Sprintf("%.0f runs/s (**%.0f%%**)", e.PerSec, 100*e.OfFloor),
+				fmt.Sprintf("%.0f B / %.0f B", f.WALPerRun, e.WALPerRun)})
+		}
+	}
+	if len(e2e) > 0 {
+		w("End to end, as a user pays it: nothing admitted beforehand, the window from the first admission to the last completion,")
+		w("the runs (a chain's roots) admitted in batches of 500 one after another while one engine process drains them")
+		w("(`EmitBatch` to the running engine; the floor inserts them through its writer), in the same run:")
+		w("")
+		w("| Workload | Floor end to end | 1 engine process end to end | WAL per run (floor / engine) |")
+		w("|---|---|---|---|")
+		for _, cells := range e2e {
+			w("| %s |", strings.Join(cells, " | "))
+		}
+		w("")
+	}
 	var gc []string
 	for _, wl := range []string{"noop", "effect", "chain"} {
 		if e, ok := by[wl+"-gc400"]; ok {
