@@ -332,18 +332,8 @@ func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, ad
 			lost = append(lost, nr.Process)
 			continue
 		}
-		c := a.CorrelationID
-		if c == "" {
-			c = nr.ID
-		}
 		moved("", store.StatusIdle)
-		res.Admitted = append(res.Admitted, store.Run{
-			ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: c, ParentID: a.ParentID,
-			Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
-			IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
-			Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
-			GroupKey: nr.GroupKey,
-		})
+		res.Admitted = append(res.Admitted, admittedRun(a, &nr, seq))
 	}
 	if len(lost) > 0 { // admitted meanwhile by another transaction
 		existing, err := s.byKey(ctx, q, a, lost)

@@ -397,44 +397,78 @@ type followUps struct {
 // runs.
 func (w *wtx) followUps(cs []*cmd, idx []int, done []bool, inEnds bool) *followUps {
 	var ends []int32
-	var ids, procs, events []string
-	var corrs, parents []*string
-	var depths []int32
-	var payloads, contexts [][]byte
-	var created []int64
-	var prios []*int32
-	var rateKeys, concKeys, groupKeys []*string
-	var retryAts []*int64
+	var rows runRows
 	for k, i := range idx {
 		a := cs[i].fin.u.Children
 		if a == nil || (!inEnds && !done[i]) {
 			continue
 		}
-		var corr *string
-		if a.CorrelationID != "" {
-			corr = &a.CorrelationID
-		}
-		for _, nr := range a.Runs {
+		rows.add(a)
+		for range a.Runs {
 			ends = append(ends, int32(k))
-			ids, procs, events, parents = append(ids, nr.ID), append(procs, nr.Process), append(events, a.Event), append(parents, nullStr(a.ParentID))
-			corrs, depths = append(corrs, corr), append(depths, int32(a.Depth))
-			payloads, contexts, created = append(payloads, blob(a.Payload)), append(contexts, blob(a.Context)), append(created, a.Now.UnixNano())
-			prios, rateKeys, concKeys = append(prios, nullInt(nr.Priority)), append(rateKeys, nullStr(nr.RateKey)), append(concKeys, nullStr(nr.ConcurrencyKey))
-			retryAts, groupKeys = append(retryAts, notBefore(a)), append(groupKeys, nullStr(nr.GroupKey))
 			if !inEnds {
 				w.moved("", store.StatusIdle)
 			}
 		}
 	}
-	if len(ids) == 0 {
+	if len(rows.ids) == 0 {
 		return nil
 	}
-	f := &followUps{cs: cs, idx: idx, done: done, seqs: make(map[string]int64, len(ids)), sent: inEnds,
-		args: []any{ids, procs, events, corrs, parents, depths, payloads, contexts, created, prios, rateKeys, concKeys, retryAts, groupKeys}}
+	f := &followUps{cs: cs, idx: idx, done: done, seqs: make(map[string]int64, len(rows.ids)), sent: inEnds, args: rows.args()}
 	if inEnds {
 		f.args = append([]any{ends}, f.args...)
 	}
 	return f
+}
+
+// runRows are the columns of runs to insert without a lookup (insChildren:
+// no idempotency key, no bound, no group policy), a row per run, the runs
+// of each admission added in order.
+type runRows struct {
+	ids, procs, events            []string
+	corrs, parents                []*string
+	depths                        []int32
+	payloads, contexts            [][]byte
+	created                       []int64
+	prios                         []*int32
+	rateKeys, concKeys, groupKeys []*string
+	retryAts                      []*int64
+}
+
+// add adds the rows of a's runs.
+func (r *runRows) add(a *store.Admission) {
+	var corr *string
+	if a.CorrelationID != "" {
+		corr = &a.CorrelationID
+	}
+	for _, nr := range a.Runs {
+		r.ids, r.procs, r.events, r.parents = append(r.ids, nr.ID), append(r.procs, nr.Process), append(r.events, a.Event), append(r.parents, nullStr(a.ParentID))
+		r.corrs, r.depths = append(r.corrs, corr), append(r.depths, int32(a.Depth))
+		r.payloads, r.contexts, r.created = append(r.payloads, blob(a.Payload)), append(r.contexts, blob(a.Context)), append(r.created, a.Now.UnixNano())
+		r.prios, r.rateKeys, r.concKeys = append(r.prios, nullInt(nr.Priority)), append(r.rateKeys, nullStr(nr.RateKey)), append(r.concKeys, nullStr(nr.ConcurrencyKey))
+		r.retryAts, r.groupKeys = append(r.retryAts, notBefore(a)), append(r.groupKeys, nullStr(nr.GroupKey))
+	}
+}
+
+// args are insChildren's arguments for the rows.
+func (r *runRows) args() []any {
+	return []any{r.ids, r.procs, r.events, r.corrs, r.parents, r.depths, r.payloads, r.contexts, r.created, r.prios, r.rateKeys, r.concKeys,
+		r.retryAts, r.groupKeys}
+}
+
+// admittedRun is the run that admission a made of nr, stored at seq.
+func admittedRun(a *store.Admission, nr *store.NewRun, seq int64) store.Run {
+	corr := a.CorrelationID
+	if corr == "" {
+		corr = nr.ID
+	}
+	return store.Run{
+		ID: nr.ID, Seq: seq, Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
+		Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context,
+		IdempotencyKey: a.IdempotencyKey, CreatedAt: time.Unix(0, a.Now.UnixNano()),
+		Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
+		GroupKey: nr.GroupKey,
+	}
 }
 
 // queue queues their insertion in b, which reads back their seqs,
@@ -467,17 +501,8 @@ func (f *followUps) admitted() {
 			continue
 		}
 		c.fin.res.Children.Admitted = c.fin.res.Children.Admitted[:0]
-		for _, nr := range a.Runs {
-			corr := a.CorrelationID
-			if corr == "" {
-				corr = nr.ID
-			}
-			c.fin.res.Children.Admitted = append(c.fin.res.Children.Admitted, store.Run{
-				ID: nr.ID, Seq: f.seqs[nr.ID], Process: nr.Process, Event: a.Event, CorrelationID: corr, ParentID: a.ParentID,
-				Depth: a.Depth, Status: store.StatusIdle, Payload: a.Payload, Context: a.Context, CreatedAt: time.Unix(0, a.Now.UnixNano()),
-				Priority: nr.Priority, RateKey: nr.RateKey, ConcurrencyKey: nr.ConcurrencyKey, RetryAt: fromNS(notBefore(a)),
-				GroupKey: nr.GroupKey,
-			})
+		for k := range a.Runs {
+			c.fin.res.Children.Admitted = append(c.fin.res.Children.Admitted, admittedRun(a, &a.Runs[k], f.seqs[a.Runs[k].ID]))
 		}
 	}
 }

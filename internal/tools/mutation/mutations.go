@@ -1315,6 +1315,28 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-batch-failure-names-first-admission",
+		Guarantee: "PostgreSQL: a batch whose statement of many plain admissions fails names the admission that failed, not the first of the statement",
+		Edits: []Edit{{
+			File: "store/pgstore/batch.go",
+			Old:  "failed, oneByOne = i, true",
+			New:  "failed = i",
+		}},
+		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-batch-keyed-admission-inserted-plain",
+		Guarantee: "PostgreSQL: a batch's admissions with an idempotency key are read first, in their place in the batch, never inserted with the plain ones",
+		Edits: []Edit{{
+			File: "store/pgstore/batch.go",
+			Old:  `if a.ParentID != "" || a.IdempotencyKey != "" {`,
+			New:  `if a.ParentID != "" {`,
+		}},
+		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-migration-drops-lease-owners",
 		Guarantee: "PostgreSQL: schema version 9 keeps the lease owner of every running run, as a number",
 		Edits: []Edit{{
