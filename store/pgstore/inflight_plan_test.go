@@ -88,10 +88,14 @@ func TestInFlightStatementsReadTheirIndex(t *testing.T) {
 					t.Errorf("%s (writer %v): the plan has %q:\n%s", c.name, writer, bad, plan)
 				}
 			}
-			// Run, it reads a few pages: a scan of the whole index would
-			// visit every idle run's row (about 340 pages).
-			if n := buffersRead(t, tx, c.sql, c.args...); !c.backlog && n > 100 {
-				t.Errorf("%s (writer %v): %d buffers read, want a few dozen:\n%s", c.name, writer, n, plan)
+			// Run, it reads a few dozen pages: a scan of the whole index
+			// visits every idle run's row (about 340 pages). The bound is
+			// half of that: the statements that write (heartbeats,
+			// reclaims) read more or less as the table's free space
+			// moves (25 to 101 buffers measured, the most under the
+			// mutation check's concurrent load).
+			if n := buffersRead(t, tx, c.sql, c.args...); !c.backlog && n > 170 {
+				t.Errorf("%s (writer %v): %d buffers read, want a few dozen, far from a scan of the backlog:\n%s", c.name, writer, n, plan)
 			}
 		}
 		tx.Rollback(ctx)
