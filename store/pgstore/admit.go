@@ -312,17 +312,7 @@ func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, ad
 		return res, err
 	}
 	seqs := map[string]int64{}
-	for rows.Next() {
-		var seq int64
-		var id string
-		if err := rows.Scan(&seq, &id); err != nil {
-			rows.Close()
-			return res, err
-		}
-		seqs[id] = seq
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err := readSeqs(rows, seqs); err != nil {
 		return res, err
 	}
 	var lost []string
@@ -359,4 +349,19 @@ func notBefore(a *store.Admission) *int64 {
 	}
 	ns := a.NotBefore.UnixNano()
 	return &ns
+}
+
+// readSeqs reads the (seq, id) rows of an insert of runs into seqs, by
+// id, and closes them.
+func readSeqs(rows pgx.Rows, seqs map[string]int64) error {
+	defer rows.Close()
+	for rows.Next() {
+		var seq int64
+		var id string
+		if err := rows.Scan(&seq, &id); err != nil {
+			return err
+		}
+		seqs[id] = seq
+	}
+	return rows.Err()
 }

@@ -127,29 +127,15 @@ func (s *Store) admitPlain(w *wtx, as []store.Admission, out []store.AdmitResult
 	for i := range as {
 		rows.add(&as[i])
 	}
-	if len(rows.ids) == 0 {
-		for i := range as {
-			out[i] = store.AdmitResult{}
-		}
-		return nil
-	}
-	r, err := w.tx.Query(w.ctx, s.q.insChildren, rows.args()...)
-	if err != nil {
-		return err
-	}
 	seqs := make(map[string]int64, len(rows.ids))
-	for r.Next() {
-		var seq int64
-		var id string
-		if err := r.Scan(&seq, &id); err != nil {
-			r.Close()
+	if len(rows.ids) > 0 {
+		r, err := w.tx.Query(w.ctx, s.q.insChildren, rows.args()...)
+		if err != nil {
 			return err
 		}
-		seqs[id] = seq
-	}
-	r.Close()
-	if err := r.Err(); err != nil {
-		return err
+		if err := readSeqs(r, seqs); err != nil {
+			return err
+		}
 	}
 	for i := range as {
 		a := &as[i]

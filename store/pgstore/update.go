@@ -477,17 +477,7 @@ func (f *followUps) queue(b *pgx.Batch, sql string) {
 	if f.sent {
 		return
 	}
-	b.Queue(sql, f.args...).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var seq int64
-			var id string
-			if err := rows.Scan(&seq, &id); err != nil {
-				return err
-			}
-			f.seqs[id] = seq
-		}
-		return rows.Err()
-	})
+	b.Queue(sql, f.args...).Query(func(rows pgx.Rows) error { return readSeqs(rows, f.seqs) })
 }
 
 // admitted answers each parent's end with its follow-up runs, once the
