@@ -36,6 +36,11 @@ func (s *Store) Admit(ctx context.Context, a store.Admission) (store.AdmitResult
 // changes, but the nodes must look at it again.
 func (s *Store) admit(ctx context.Context, q pgx.Tx, a *store.Admission, moved func(from, to store.Status)) (store.AdmitResult, error) {
 	var res store.AdmitResult
+	if keyed(a) { // the key alone decides: insert first, read only if it is not new
+		out := []store.AdmitResult{{}}
+		err := s.admitKeyed(ctx, q, []store.Admission{*a}, out, moved)
+		return out[0], err
+	}
 	if a.ParentID != "" {
 		var ok bool
 		if err := q.QueryRow(ctx, s.q.parentExists, a.ParentID).Scan(&ok); err != nil {
@@ -119,6 +124,99 @@ func (s *Store) admit(ctx context.Context, q pgx.Tx, a *store.Admission, moved f
 		return res, nil
 	}
 	return s.insertRuns(ctx, q, a, admit, res, moved)
+}
+
+// admitKeyed admits as, every one keyed (simple, with an idempotency
+// key), in order, and reports each admitted run to moved; out gets their
+// results. One statement inserts the runs whose key is new (insKeyed):
+// an admission of a new key, the common case, costs that statement
+// alone. For the runs it left out, one more round trip reads who holds
+// their keys: a run (Existing: admitted before, by an earlier admission
+// of as, or by a concurrent admission that the insert waited for) or a
+// pruned run (Pruned).
+func (s *Store) admitKeyed(ctx context.Context, q pgx.Tx, as []store.Admission, out []store.AdmitResult,
+	moved func(from, to store.Status)) error {
+	var rows runRows
+	var keys []string
+	for i := range as {
+		rows.add(&as[i])
+		for range as[i].Runs {
+			keys = append(keys, as[i].IdempotencyKey)
+		}
+	}
+	seqs := make(map[string]int64, len(keys))
+	if len(keys) > 0 {
+		r, err := q.Query(ctx, s.q.insKeyed, append(rows.args(), keys)...)
+		if err != nil {
+			return err
+		}
+		if err := readSeqs(r, seqs); err != nil {
+			return err
+		}
+	}
+	var events, lost, procs []string // the keys of the runs left out
+	for i := range as {
+		a := &as[i]
+		for k := range a.Runs {
+			nr := &a.Runs[k]
+			seq, ok := seqs[nr.ID]
+			if !ok {
+				events, lost, procs = append(events, a.Event), append(lost, a.IdempotencyKey), append(procs, nr.Process)
+				continue
+			}
+			out[i].Admitted = append(out[i].Admitted, admittedRun(a, nr, seq))
+			moved("", store.StatusIdle)
+		}
+	}
+	if len(lost) == 0 {
+		return nil
+	}
+	type key struct{ event, key, process string }
+	holders, pruned := map[key]store.Run{}, map[key]store.Run{}
+	b := &pgx.Batch{}
+	b.Queue(s.q.selIdemKeys, events, lost, procs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			r, _, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			holders[key{r.Event, r.IdempotencyKey, r.Process}] = r
+		}
+		return rows.Err()
+	})
+	b.Queue(s.q.selKeptKeys, events, lost, procs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			r := store.Run{Status: store.StatusCompleted}
+			var created int64
+			if err := rows.Scan(&r.Event, &r.IdempotencyKey, &r.Process, &r.ID, &created); err != nil {
+				return err
+			}
+			r.CreatedAt = time.Unix(0, created)
+			pruned[key{r.Event, r.IdempotencyKey, r.Process}] = r
+		}
+		return rows.Err()
+	})
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	for i := range as {
+		a := &as[i]
+		for k := range a.Runs {
+			nr := &a.Runs[k]
+			if _, ok := seqs[nr.ID]; ok {
+				continue
+			}
+			kk := key{a.Event, a.IdempotencyKey, nr.Process}
+			if r, ok := holders[kk]; ok {
+				out[i].Existing = append(out[i].Existing, r)
+			} else if r, ok := pruned[kk]; ok {
+				out[i].Pruned = append(out[i].Pruned, r)
+			} else {
+				return errors.New("pgstore: an idempotent admission was left out and no run holds its key")
+			}
+		}
+	}
+	return nil
 }
 
 // byKey returns the runs admitted under a's idempotency key, by process.

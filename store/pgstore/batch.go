@@ -48,16 +48,20 @@ func (s *Store) AdmitBatch(ctx context.Context, as []store.Admission) ([]store.A
 			}
 		}
 		for i := 0; i < len(as); {
-			if j := plainRun(as, i); j > i && !oneByOne {
-				// Admissions that read nothing (the common batch: events
-				// without keys, bounds or groups) are inserted by one
-				// statement, in order, where one each cost a round trip
-				// each (500 round trips inside the writer's transaction
-				// for a batch of 500 events, which every other command of
-				// the node waited behind). Should it fail, the command is
-				// tried again alone admission by admission, so that the
-				// error names the admission that failed (a run id taken).
-				if err := s.admitPlain(w, as[i:j], out[i:j]); err != nil {
+			if j, admit := s.together(as, i); j > i && !oneByOne {
+				// Admissions that read nothing before their insert (the
+				// common batch: events without keys, bounds or groups),
+				// and those that read only their idempotency key (a
+				// webhook source's deliveries, each keyed by its
+				// delivery id), are inserted by one statement per run of
+				// them, in order, where one each cost a round trip or
+				// three (1,500 round trips inside the writer's
+				// transaction for a batch of 500 keyed events, which
+				// every other command of the node waited behind). Should
+				// it fail, the command is tried again alone admission by
+				// admission, so that the error names the admission that
+				// failed (a run id taken).
+				if err := admit(w, as[i:j], out[i:j]); err != nil {
 					failed, oneByOne = i, true
 					return err
 				}
@@ -96,20 +100,33 @@ type batchAbort struct{ err error }
 
 func (b batchAbort) Error() string { return b.err.Error() }
 
-// plainRun returns the end of the run of plain admissions of as from i
-// (i itself when as[i] is not plain). A plain admission reads nothing
-// before its insert: no parent to check, no idempotency key, no bound,
-// no group policy; it admits every run it names.
-func plainRun(as []store.Admission, i int) int {
+// together returns the end of the run of admissions of as from i that
+// one statement inserts (plain ones, or keyed ones), and the function
+// that admits them; i itself when as[i] is neither.
+func (s *Store) together(as []store.Admission, i int) (int, func(w *wtx, as []store.Admission, out []store.AdmitResult) error) {
+	if j := runOf(as, i, plain); j > i {
+		return j, s.admitPlain
+	}
+	return runOf(as, i, keyed), func(w *wtx, as []store.Admission, out []store.AdmitResult) error {
+		return s.admitKeyed(w.ctx, w.tx, as, out, w.moved)
+	}
+}
+
+// runOf returns the end of the run of admissions of as from i that are
+// of a kind (plain or keyed; i itself when as[i] is not).
+func runOf(as []store.Admission, i int, kind func(*store.Admission) bool) int {
 	j := i
-	for j < len(as) && plain(&as[j]) {
+	for j < len(as) && kind(&as[j]) {
 		j++
 	}
 	return j
 }
 
-func plain(a *store.Admission) bool {
-	if a.ParentID != "" || a.IdempotencyKey != "" {
+// simple reports whether a admits its runs without a read of its own
+// beyond its idempotency key: no parent to check, no bound, no group
+// policy.
+func simple(a *store.Admission) bool {
+	if a.ParentID != "" {
 		return false
 	}
 	for _, nr := range a.Runs {
@@ -120,7 +137,15 @@ func plain(a *store.Admission) bool {
 	return true
 }
 
-// admitPlain admits as, every one plain (plainRun), with one statement
+// plain reports whether a reads nothing before its insert (simple, with
+// no idempotency key): it admits every run it names.
+func plain(a *store.Admission) bool { return a.IdempotencyKey == "" && simple(a) }
+
+// keyed reports whether a is simple with an idempotency key: it admits
+// the runs whose key is new (see admitKeyed).
+func keyed(a *store.Admission) bool { return a.IdempotencyKey != "" && simple(a) }
+
+// admitPlain admits as, every one plain, with one statement
 // for all their runs, numbered in order; out gets their results.
 func (s *Store) admitPlain(w *wtx, as []store.Admission, out []store.AdmitResult) error {
 	var rows runRows

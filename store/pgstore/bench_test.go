@@ -206,19 +206,16 @@ func BenchmarkClaimNextFlow(b *testing.B) {
 
 // BenchmarkAdmit: admissions of one run each at the store, sequential
 // (each a commit of its own: p50 reported) and from 8 goroutines at once
-// (batched by the writers): without a group key (plain), and as
+// (batched by the writers): without a key (plain), with an idempotency
+// key seen once (keyed: each looks its key up and admits), and as
 // Singletons of keys seen once (singleton: each takes its group's lock
 // and looks the group up, and admits). Reports admissions per second:
 //
 //	go test -run '^$' -bench Admit -benchtime 3000x ./store/pgstore
 func BenchmarkAdmit(b *testing.B) {
-	for _, grouped := range []bool{false, true} {
+	for _, kind := range []string{"plain", "keyed", "singleton"} {
 		for _, par := range []int{1, 8} {
-			name := fmt.Sprintf("plain/par%d", par)
-			if grouped {
-				name = fmt.Sprintf("singleton/par%d", par)
-			}
-			b.Run(name, func(b *testing.B) {
+			b.Run(fmt.Sprintf("%s/par%d", kind, par), func(b *testing.B) {
 				ctx := context.Background()
 				st := openIn(b, b.TempDir(), pgstore.Options{})
 				lat := make([]time.Duration, b.N)
@@ -229,12 +226,16 @@ func BenchmarkAdmit(b *testing.B) {
 					go func() {
 						defer wg.Done()
 						for i := w; i < b.N; i += par {
-							nr := store.NewRun{ID: newID("r"), Process: "p"}
-							if grouped {
-								nr.GroupKey, nr.Group = nr.ID, store.GroupSingleton
+							a := store.Admission{Event: "ev", Runs: []store.NewRun{{ID: newID("r"), Process: "p"}}}
+							switch kind {
+							case "keyed":
+								a.IdempotencyKey = a.Runs[0].ID
+							case "singleton":
+								a.Runs[0].GroupKey, a.Runs[0].Group = a.Runs[0].ID, store.GroupSingleton
 							}
 							t0 := time.Now()
-							res, err := st.Admit(ctx, store.Admission{Event: "ev", Runs: []store.NewRun{nr}, Now: t0})
+							a.Now = t0
+							res, err := st.Admit(ctx, a)
 							lat[i] = time.Since(t0)
 							if err != nil || len(res.Admitted) != 1 {
 								b.Errorf("admit: %v %+v", err, res)
@@ -250,5 +251,46 @@ func BenchmarkAdmit(b *testing.B) {
 				b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 			})
 		}
+	}
+}
+
+// BenchmarkAdmitBatch: batches of 500 admissions of one run each, one
+// batch at a time: without keys (plain), each with an idempotency key
+// seen once (keyed), and each with a key of which half were admitted by
+// the batch before (redelivered: a webhook source sending again what it
+// sent). Reports admissions per second:
+//
+//	go test -run '^$' -bench AdmitBatch -benchtime 40x ./store/pgstore
+func BenchmarkAdmitBatch(b *testing.B) {
+	const size = 500
+	for _, kind := range []string{"plain", "keyed", "redelivered"} {
+		b.Run(kind, func(b *testing.B) {
+			ctx := context.Background()
+			st := openIn(b, b.TempDir(), pgstore.Options{})
+			var prev []string // the keys of the batch before
+			b.ResetTimer()
+			for range b.N {
+				as := make([]store.Admission, size)
+				keys := make([]string, size)
+				for i := range as {
+					id := newID("r")
+					keys[i] = id
+					if kind == "redelivered" && i%2 == 1 && prev != nil {
+						keys[i] = prev[i]
+					}
+					as[i] = store.Admission{Event: "ev", Runs: []store.NewRun{{ID: id, Process: "p"}}, Now: time.Now()}
+					if kind != "plain" {
+						as[i].IdempotencyKey = keys[i]
+					}
+				}
+				prev = keys
+				res, err := st.AdmitBatch(ctx, as)
+				if err != nil || len(res) != size {
+					b.Fatalf("admit batch: %v (%d results)", err, len(res))
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*size)/b.Elapsed().Seconds(), "admits/s")
+		})
 	}
 }

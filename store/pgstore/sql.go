@@ -181,6 +181,7 @@ type queries struct {
 	runCols string // runCols with the schema filled in
 
 	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts         string
+	insKeyed, selIdemKeys, selKeptKeys                                                                 string
 	groupSingleton, groupDebounce, pause, resume, selPaused                                            string
 	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                             string
 	flowConcAll, flowRatesAll, flowConc, flowRates, flowCands, flowClaim, flowWaiting, selRates        string
@@ -207,6 +208,38 @@ func chainSeqs(schema, p string) string {
 	return `SELECT seq FROM ` + schema + `run_ids WHERE correlation_id = ` + p + ` OR (id = ` + p + ` AND correlation_id IS NULL)`
 }
 
+// insRunRows is the statement that inserts runs from parallel arrays, one
+// row each, in order, with their run_ids rows, and returns each inserted
+// run's seq and id: $1 to $14 the runs' columns (runRows.args). Keyed, $15
+// holds each run's idempotency key, and a run whose key was pruned or is
+// held by a run is left out (ON CONFLICT DO NOTHING: never an error, so
+// the caller reads who holds the keys of the runs missing from its
+// answer). Without keys there is no conflict to arbitrate, and no
+// speculative insertion for each row to pay for one.
+func insRunRows(keyed bool) string {
+	idemCol, idemVal, idemArg, idemName, where, conflict := "", "", "", "", "", ""
+	if keyed {
+		idemCol, idemVal, idemArg, idemName = "idem_key, ", "i.idem, ", ", $15::text[]", ", idem"
+		where = `
+			WHERE NOT EXISTS (SELECT 1 FROM $S.pruned_keys k WHERE k.event = i.event AND k.key = i.idem AND k.process = i.process)`
+		conflict = `
+			ON CONFLICT (event, idem_key, process) WHERE idem_key IS NOT NULL DO NOTHING`
+	}
+	return `WITH r AS (
+			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, ` + idemCol + `created_at,
+				priority, rate_key, conc_key, retry_at, group_key)
+			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, ` + idemVal + `i.created, i.priority,
+				i.rate_key, i.conc_key, i.retry_at, i.group_key
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[],
+				$10::int[], $11::text[], $12::text[], $13::bigint[], $14::text[]` + idemArg + `)
+				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at,
+					group_key` + idemName + `, ord)` + where + `
+			ORDER BY i.ord` + conflict + `
+			RETURNING seq, id, correlation_id, parent_id),
+		m AS (INSERT INTO $S.run_ids (id, seq, correlation_id, parent_id) SELECT id, seq, correlation_id, parent_id FROM r)
+		SELECT seq, id FROM r`
+}
+
 func newQueries(schema string) queries {
 	q := queries{schema: schema}
 	s := func(sql string) string { return strings.ReplaceAll(sql, "$S.", schema+".") }
@@ -224,19 +257,19 @@ func newQueries(schema string) queries {
 		SELECT seq, id FROM r`)
 	// The follow-up runs of a batch's attempt ends (no idempotency key, no
 	// bound, no group policy): one row each, in order.
-	q.insChildren = s(`WITH r AS (
-			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at,
-				priority, rate_key, conc_key, retry_at, group_key)
-			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, i.created, i.priority, i.rate_key, i.conc_key,
-				i.retry_at, i.group_key
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[],
-				$10::int[], $11::text[], $12::text[], $13::bigint[], $14::text[])
-				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at,
-					group_key, ord)
-			ORDER BY i.ord
-			RETURNING seq, id, correlation_id, parent_id),
-		m AS (INSERT INTO $S.run_ids (id, seq, correlation_id, parent_id) SELECT id, seq, correlation_id, parent_id FROM r)
-		SELECT seq, id FROM r`)
+	q.insChildren = s(insRunRows(false))
+	// The runs of keyed admissions (admitKeyed): insChildren's rows with
+	// each run's idempotency key ($15). A run is not inserted when its
+	// key was pruned (pruned_keys) or a run holds it (the unique index:
+	// an earlier run, of this statement too, or a concurrent admission's,
+	// which the insert waits for).
+	q.insKeyed = s(insRunRows(true))
+	// The runs that hold keys, and the pruned keys, of the (event, key,
+	// process) rows of $1, $2 and $3.
+	q.selIdemKeys = s(`SELECT ` + runColsR + ` FROM unnest($1::text[], $2::text[], $3::text[]) AS k(event, key, process)
+		JOIN $S.runs r ON r.event = k.event AND r.idem_key = k.key AND r.process = k.process AND r.idem_key IS NOT NULL`)
+	q.selKeptKeys = s(`SELECT p.event, p.key, p.process, p.run_id, p.created_at FROM unnest($1::text[], $2::text[], $3::text[]) AS k(event, key, process)
+		JOIN $S.pruned_keys p ON p.event = k.event AND p.key = k.key AND p.process = k.process`)
 	q.selIdem = s(`SELECT ` + runCols + ` FROM $S.runs WHERE event = $1 AND idem_key = $2 AND process = ANY($3)`)
 	q.selKept = s(`SELECT process, run_id, created_at FROM $S.pruned_keys WHERE event = $1 AND key = $2 AND process = ANY($3)`)
 	q.parentExists = s(`SELECT EXISTS (SELECT 1 FROM $S.run_ids WHERE id = $1)`)

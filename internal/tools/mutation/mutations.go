@@ -1316,24 +1316,46 @@ var pgMutations = []Mutation{
 	},
 	{
 		Name:      "pg-batch-failure-names-first-admission",
-		Guarantee: "PostgreSQL: a batch whose statement of many plain admissions fails names the admission that failed, not the first of the statement",
+		Guarantee: "PostgreSQL: a batch whose statement of many plain or keyed admissions fails names the admission that failed, not the first of the statement",
 		Edits: []Edit{{
 			File: "store/pgstore/batch.go",
 			Old:  "failed, oneByOne = i, true",
 			New:  "failed = i",
 		}},
-		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether")},
+		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether"), pgTest("TestBatchKeyedAdmissionsTogether")},
 		Needs: pgURL,
 	},
 	{
 		Name:      "pg-batch-keyed-admission-inserted-plain",
-		Guarantee: "PostgreSQL: a batch's admissions with an idempotency key are read first, in their place in the batch, never inserted with the plain ones",
+		Guarantee: "PostgreSQL: a batch's admissions with an idempotency key are inserted with their key, in their place in the batch, never with the plain ones",
 		Edits: []Edit{{
 			File: "store/pgstore/batch.go",
-			Old:  `if a.ParentID != "" || a.IdempotencyKey != "" {`,
-			New:  `if a.ParentID != "" {`,
+			Old:  `func plain(a *store.Admission) bool { return a.IdempotencyKey == "" && simple(a) }`,
+			New:  `func plain(a *store.Admission) bool { return simple(a) }`,
 		}},
 		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-batch-keyed-admissions-one-by-one",
+		Guarantee: "PostgreSQL: a batch's keyed admissions are inserted by one statement per run of them, not one (and two lookups) each",
+		Edits: []Edit{{
+			File: "store/pgstore/batch.go",
+			Old:  "return runOf(as, i, keyed), func(",
+			New:  "return i, func(",
+		}},
+		Tests: []Test{pgTest("TestBatchKeyedAdmissionsTogether")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-keyed-admission-ignores-pruned-key",
+		Guarantee: "PostgreSQL: a keyed admission whose key was pruned admits nothing and answers with the pruned run, alone or in a batch",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "WHERE NOT EXISTS (SELECT 1 FROM $S.pruned_keys k WHERE k.event = i.event AND k.key = i.idem",
+			New:  "WHERE true OR NOT EXISTS (SELECT 1 FROM $S.pruned_keys k WHERE k.event = i.event AND k.key = i.idem",
+		}},
+		Tests: []Test{pgTest("TestBatchKeyedAdmissionsTogether")},
 		Needs: pgURL,
 	},
 	{
