@@ -5,6 +5,8 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/yella-go/yella/store"
 )
 
@@ -49,18 +51,19 @@ func (s *Store) AdmitBatch(ctx context.Context, as []store.Admission) ([]store.A
 		}
 		for i := 0; i < len(as); {
 			if j, admit := s.together(as, i); j > i && !oneByOne {
-				// Admissions that read nothing before their insert (the
-				// common batch: events without keys, bounds or groups),
-				// and those that read only their idempotency key (a
-				// webhook source's deliveries, each keyed by its
-				// delivery id), are inserted by one statement per run of
-				// them, in order, where one each cost a round trip or
-				// three (1,500 round trips inside the writer's
-				// transaction for a batch of 500 keyed events, which
-				// every other command of the node waited behind). Should
-				// it fail, the command is tried again alone admission by
-				// admission, so that the error names the admission that
-				// failed (a run id taken).
+				// Admissions that read nothing before their insert but
+				// their parents (the common batch: events without keys,
+				// bounds or groups; a fan-out's children), and those
+				// that read only their idempotency key (a webhook
+				// source's deliveries, each keyed by its delivery id),
+				// are inserted by one statement per run of them, in
+				// order, where one each cost one to three round trips
+				// (1,500 inside the writer's transaction for a batch of
+				// 500 keyed events, which every other command of the
+				// node waited behind). Should it fail, the command is
+				// tried again alone admission by admission, so that the
+				// error names the admission that failed (a run id taken,
+				// a parent not found).
 				if err := admit(w, as[i:j], out[i:j]); err != nil {
 					failed, oneByOne = i, true
 					return err
@@ -94,6 +97,11 @@ func (s *Store) AdmitBatch(ctx context.Context, as []store.Admission) ([]store.A
 	return nil, err
 }
 
+// errParentMissing fails a statement of many admissions one of which
+// names a parent that is not found: the command is tried again admission
+// by admission, which names it (store.ErrNotFound).
+var errParentMissing = errors.New("pgstore: the parent of an admission of the batch is not found")
+
 // batchAbort carries a batch admission's error through the writer without
 // unwrapping to it, so that the writer fails the transaction.
 type batchAbort struct{ err error }
@@ -123,12 +131,9 @@ func runOf(as []store.Admission, i int, kind func(*store.Admission) bool) int {
 }
 
 // simple reports whether a admits its runs without a read of its own
-// beyond its idempotency key: no parent to check, no bound, no group
-// policy.
+// beyond its idempotency key and its parent's existence: no bound, no
+// group policy.
 func simple(a *store.Admission) bool {
-	if a.ParentID != "" {
-		return false
-	}
 	for _, nr := range a.Runs {
 		if nr.Limit > 0 || hasGroup(nr) {
 			return false
@@ -137,29 +142,65 @@ func simple(a *store.Admission) bool {
 	return true
 }
 
-// plain reports whether a reads nothing before its insert (simple, with
-// no idempotency key): it admits every run it names.
+// plain reports whether a reads nothing before its insert but whether its
+// parent exists (simple, with no idempotency key): it admits every run it
+// names, or fails.
 func plain(a *store.Admission) bool { return a.IdempotencyKey == "" && simple(a) }
 
-// keyed reports whether a is simple with an idempotency key: it admits
-// the runs whose key is new (see admitKeyed).
-func keyed(a *store.Admission) bool { return a.IdempotencyKey != "" && simple(a) }
+// keyed reports whether a is simple with an idempotency key and no
+// parent: it admits the runs whose key is new (see admitKeyed).
+func keyed(a *store.Admission) bool { return a.IdempotencyKey != "" && a.ParentID == "" && simple(a) }
 
-// admitPlain admits as, every one plain, with one statement
-// for all their runs, numbered in order; out gets their results.
+// admitPlain admits as, every one plain, with one statement for all
+// their runs, numbered in order; out gets their results. The parents the
+// admissions name (a fan-out's children name theirs) are looked up in
+// the same round trip, before the insert: each must be stored, or be a
+// run of an earlier admission of as. Should one be missing, the error
+// fails the command, which is tried again admission by admission (see
+// AdmitBatch) to name the admission whose parent is not found.
 func (s *Store) admitPlain(w *wtx, as []store.Admission, out []store.AdmitResult) error {
 	var rows runRows
+	var parents []string
+	want := map[string]bool{}
 	for i := range as {
 		rows.add(&as[i])
+		if p := as[i].ParentID; p != "" && !want[p] {
+			want[p] = true
+			parents = append(parents, p)
+		}
 	}
 	seqs := make(map[string]int64, len(rows.ids))
+	stored := make(map[string]bool, len(parents))
+	b := &pgx.Batch{}
+	if len(parents) > 0 {
+		b.Queue(s.q.idsExist, parents).Query(func(r pgx.Rows) error {
+			defer r.Close()
+			for r.Next() {
+				var id string
+				if err := r.Scan(&id); err != nil {
+					return err
+				}
+				stored[id] = true
+			}
+			return r.Err()
+		})
+	}
 	if len(rows.ids) > 0 {
-		r, err := w.tx.Query(w.ctx, s.q.insChildren, rows.args()...)
-		if err != nil {
+		b.Queue(s.q.insChildren, rows.args()...).Query(func(r pgx.Rows) error { return readSeqs(r, seqs) })
+	}
+	if b.Len() > 0 {
+		if err := w.tx.SendBatch(w.ctx, b).Close(); err != nil {
 			return err
 		}
-		if err := readSeqs(r, seqs); err != nil {
-			return err
+	}
+	if len(parents) > 0 {
+		for i := range as {
+			if p := as[i].ParentID; p != "" && !stored[p] {
+				return errParentMissing
+			}
+			for _, nr := range as[i].Runs {
+				stored[nr.ID] = true // a parent of the admissions after it
+			}
 		}
 	}
 	for i := range as {

@@ -15,11 +15,13 @@ import (
 )
 
 // TestBatchPlainAdmissionsTogether: the plain admissions of a batch (no
-// key, bound or group), inserted by one statement per run of them, are
+// key, bound or group; children of a stored run, or of a run of the
+// batch, among them), inserted by one statement per run of them, are
 // stored and answered exactly as the same admissions one at a time; the
 // others keep their place in the batch's order. A run that cannot be
-// inserted, deep in such a statement, fails the batch naming its own
-// admission and leaves nothing admitted.
+// inserted, or whose parent is not found (or comes later in the batch),
+// deep in such a statement, fails the batch naming its own admission and
+// leaves nothing admitted.
 func TestBatchPlainAdmissionsTogether(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 42)
@@ -40,7 +42,12 @@ func TestBatchPlainAdmissionsTogether(t *testing.T) {
 		if i%13 == 0 {
 			as[i].CorrelationID = "corr"
 		}
+		if i%17 == 4 { // a child of a stored run
+			as[i].ParentID, as[i].CorrelationID, as[i].Depth = "parent", "parent", 1
+		}
 		switch i {
+		case 120: // a child of an earlier admission of the batch
+			as[i].ParentID, as[i].CorrelationID, as[i].Depth = as[60].Runs[0].ID, as[60].Runs[0].ID, 1
 		case 150:
 			as[i].IdempotencyKey = "key" // read first: the runs before it are inserted before it
 		case 151:
@@ -53,10 +60,21 @@ func TestBatchPlainAdmissionsTogether(t *testing.T) {
 	}
 
 	alone, batch := planStore(t, "batch_alone"), planStore(t, "batch_together")
+	parent := []store.Admission{{Event: "e", Runs: []store.NewRun{{ID: "parent", Process: "p"}}, Now: now}}
+	oneAtATime(t, alone, parent)
+	oneAtATime(t, batch, parent)
 	want := oneAtATime(t, alone, as)
+	inserts := insertCalls(t, batch)
 	got, err := batch.AdmitBatch(ctx, as)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if inserts != nil {
+		// 0-149, the keyed 150 and 151, 152-199, the bounded 200 alone,
+		// 201-299.
+		if d := inserts(); d != 5 {
+			t.Errorf("the batch's runs were inserted by %d statements, want 5", d)
+		}
 	}
 	sameAsAlone(t, alone, batch, as, got, want)
 
@@ -68,6 +86,15 @@ func TestBatchPlainAdmissionsTogether(t *testing.T) {
 	}
 	bad[250].Runs[0].ID = bad[40].Runs[0].ID
 	batchFailsAt(t, batch, bad, 250)
+	// A child of a run not stored, and a child of a run that comes after
+	// it in the batch: each fails the batch with store.ErrNotFound.
+	for _, parent := range []string{"nobody", "s280"} {
+		bad[250].Runs[0].ID = "s250"
+		bad[270].ParentID = parent
+		if err := batchFailsAt(t, batch, bad, 270); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("child of %s: %v, want store.ErrNotFound", parent, err)
+		}
+	}
 }
 
 // oneAtATime admits as on st one at a time and returns the results.
@@ -115,8 +142,8 @@ func sameAsAlone(t *testing.T, alone, batch *Store, as []store.Admission, got, w
 }
 
 // batchFailsAt checks that the batch bad fails on st naming admission
-// at, and admits nothing.
-func batchFailsAt(t *testing.T, st *Store, bad []store.Admission, at int) {
+// at, and admits nothing; it returns the admission's error.
+func batchFailsAt(t *testing.T, st *Store, bad []store.Admission, at int) error {
 	t.Helper()
 	ctx := context.Background()
 	before, err := st.Counts(ctx)
@@ -138,6 +165,7 @@ func batchFailsAt(t *testing.T, st *Store, bad []store.Admission, at int) {
 	if _, err := st.Run(ctx, bad[0].Runs[0].ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("the failed batch's first run: %v, want ErrNotFound", err)
 	}
+	return be.Err
 }
 
 // TestBatchKeyedAdmissionsTogether: a batch's admissions with an

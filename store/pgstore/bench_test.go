@@ -256,17 +256,21 @@ func BenchmarkAdmit(b *testing.B) {
 
 // BenchmarkAdmitBatch: batches of 500 admissions of one run each, one
 // batch at a time: without keys (plain), each with an idempotency key
-// seen once (keyed), and each with a key of which half were admitted by
-// the batch before (redelivered: a webhook source sending again what it
-// sent). Reports admissions per second:
+// seen once (keyed), each with a key of which half were admitted by the
+// batch before (redelivered: a webhook source sending again what it
+// sent), and children of one stored run (children: a fan-out). Reports
+// admissions per second:
 //
 //	go test -run '^$' -bench AdmitBatch -benchtime 40x ./store/pgstore
 func BenchmarkAdmitBatch(b *testing.B) {
 	const size = 500
-	for _, kind := range []string{"plain", "keyed", "redelivered"} {
+	for _, kind := range []string{"plain", "keyed", "redelivered", "children"} {
 		b.Run(kind, func(b *testing.B) {
 			ctx := context.Background()
 			st := openIn(b, b.TempDir(), pgstore.Options{})
+			if _, err := st.Admit(ctx, store.Admission{Event: "ev", Runs: []store.NewRun{{ID: "parent", Process: "p"}}, Now: time.Now()}); err != nil {
+				b.Fatal(err)
+			}
 			var prev []string // the keys of the batch before
 			b.ResetTimer()
 			for range b.N {
@@ -279,8 +283,11 @@ func BenchmarkAdmitBatch(b *testing.B) {
 						keys[i] = prev[i]
 					}
 					as[i] = store.Admission{Event: "ev", Runs: []store.NewRun{{ID: id, Process: "p"}}, Now: time.Now()}
-					if kind != "plain" {
+					switch kind {
+					case "keyed", "redelivered":
 						as[i].IdempotencyKey = keys[i]
+					case "children":
+						as[i].ParentID, as[i].CorrelationID, as[i].Depth = "parent", "parent", 1
 					}
 				}
 				prev = keys

@@ -1337,6 +1337,28 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-batch-children-one-by-one",
+		Guarantee: "PostgreSQL: a batch's children (plain admissions naming a parent) are inserted with the other plain admissions, not one statement and a parent lookup each",
+		Edits: []Edit{{
+			File: "store/pgstore/batch.go",
+			Old:  `func plain(a *store.Admission) bool { return a.IdempotencyKey == "" && simple(a) }`,
+			New:  `func plain(a *store.Admission) bool { return a.IdempotencyKey == "" && a.ParentID == "" && simple(a) }`,
+		}},
+		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-batch-child-of-missing-parent-admitted",
+		Guarantee: "PostgreSQL: a batch admission whose parent is not stored, nor admitted earlier in the batch, fails the batch with ErrNotFound naming it",
+		Edits: []Edit{{
+			File: "store/pgstore/batch.go",
+			Old:  `if p := as[i].ParentID; p != "" && !stored[p] {`,
+			New:  `if p := as[i].ParentID; p != "" && false && !stored[p] {`,
+		}},
+		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-batch-keyed-admissions-one-by-one",
 		Guarantee: "PostgreSQL: a batch's keyed admissions are inserted by one statement per run of them, not one (and two lookups) each",
 		Edits: []Edit{{
