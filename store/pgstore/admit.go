@@ -267,16 +267,22 @@ func (s *Store) lockBounds(ctx context.Context, q pgx.Tx, a *store.Admission, ex
 	if err != nil {
 		return nil, err
 	}
+	return active, readCounts(rows, active)
+}
+
+// readCounts reads the (process, count) rows of activeCounts into
+// active, and closes them.
+func readCounts(rows pgx.Rows, active map[string]int) error {
 	defer rows.Close()
 	for rows.Next() {
 		var p string
 		var n int
 		if err := rows.Scan(&p, &n); err != nil {
-			return nil, err
+			return err
 		}
 		active[p] = n
 	}
-	return active, rows.Err()
+	return rows.Err()
 }
 
 // hasGroup reports whether a group may stand in for nr: it has a group

@@ -131,11 +131,11 @@ func runOf(as []store.Admission, i int, kind func(*store.Admission) bool) int {
 }
 
 // simple reports whether a admits its runs without a read of its own
-// beyond its idempotency key and its parent's existence: no bound, no
-// group policy.
+// beyond its idempotency key, its parent's existence and its processes'
+// active runs: no group policy.
 func simple(a *store.Admission) bool {
 	for _, nr := range a.Runs {
-		if nr.Limit > 0 || hasGroup(nr) {
+		if hasGroup(nr) {
 			return false
 		}
 	}
@@ -143,34 +143,56 @@ func simple(a *store.Admission) bool {
 }
 
 // plain reports whether a reads nothing before its insert but whether its
-// parent exists (simple, with no idempotency key): it admits every run it
-// names, or fails.
+// parent exists and the active runs of its bounded processes (simple,
+// with no idempotency key): it admits every run it names that its bound
+// allows, or fails.
 func plain(a *store.Admission) bool { return a.IdempotencyKey == "" && simple(a) }
 
-// keyed reports whether a is simple with an idempotency key and no
-// parent: it admits the runs whose key is new (see admitKeyed).
-func keyed(a *store.Admission) bool { return a.IdempotencyKey != "" && a.ParentID == "" && simple(a) }
-
-// admitPlain admits as, every one plain, with one statement for all
-// their runs, numbered in order; out gets their results. The parents the
-// admissions name (a fan-out's children name theirs) are looked up in
-// the same round trip, before the insert: each must be stored, or be a
-// run of an earlier admission of as. Should one be missing, the error
-// fails the command, which is tried again admission by admission (see
-// AdmitBatch) to name the admission whose parent is not found.
-func (s *Store) admitPlain(w *wtx, as []store.Admission, out []store.AdmitResult) error {
-	var rows runRows
-	var parents []string
-	want := map[string]bool{}
-	for i := range as {
-		rows.add(&as[i])
-		if p := as[i].ParentID; p != "" && !want[p] {
-			want[p] = true
-			parents = append(parents, p)
+// keyed reports whether a is simple with an idempotency key, no parent
+// and no bound: it admits the runs whose key is new (see admitKeyed).
+func keyed(a *store.Admission) bool {
+	if a.IdempotencyKey == "" || a.ParentID != "" || !simple(a) {
+		return false
+	}
+	for _, nr := range a.Runs {
+		if nr.Limit > 0 {
+			return false
 		}
 	}
-	seqs := make(map[string]int64, len(rows.ids))
+	return true
+}
+
+// admitPlain admits as, every one plain, in order, with one statement for
+// all the runs admitted; out gets their results. What the admissions
+// read is read first, in one round trip for all of them: the parents
+// they name (a fan-out's children name theirs), each of which must be
+// stored or be a run admitted by an earlier admission of as, and the
+// active runs of their bounded processes, whose admission locks the
+// batch holds (see AdmitBatch), counted once and then as each admission
+// adds to them, as they would be counted before each. Without a bound
+// the insert goes in that round trip too. Should a parent be missing,
+// the error fails the command, which is tried again admission by
+// admission (see AdmitBatch) to name the admission whose parent is not
+// found.
+func (s *Store) admitPlain(w *wtx, as []store.Admission, out []store.AdmitResult) error {
+	var parents, bounded []string
+	seen := map[string]bool{}
+	for i := range as {
+		if p := as[i].ParentID; p != "" && !seen["p\x00"+p] {
+			seen["p\x00"+p] = true
+			parents = append(parents, p)
+		}
+		for _, nr := range as[i].Runs {
+			if nr.Limit > 0 && !seen["b\x00"+nr.Process] {
+				seen["b\x00"+nr.Process] = true
+				bounded = append(bounded, nr.Process)
+			}
+		}
+	}
 	stored := make(map[string]bool, len(parents))
+	active := make(map[string]int, len(bounded))
+	var rows runRows
+	seqs := make(map[string]int64)
 	b := &pgx.Batch{}
 	if len(parents) > 0 {
 		b.Queue(s.q.idsExist, parents).Query(func(r pgx.Rows) error {
@@ -185,35 +207,57 @@ func (s *Store) admitPlain(w *wtx, as []store.Admission, out []store.AdmitResult
 			return r.Err()
 		})
 	}
-	if len(rows.ids) > 0 {
-		b.Queue(s.q.insChildren, rows.args()...).Query(func(r pgx.Rows) error { return readSeqs(r, seqs) })
+	if len(bounded) > 0 {
+		b.Queue(s.q.activeCounts, bounded).Query(func(r pgx.Rows) error { return readCounts(r, active) })
+	} else {
+		for i := range as {
+			rows.add(&as[i])
+		}
+		if len(rows.ids) > 0 {
+			b.Queue(s.q.insChildren, rows.args()...).Query(func(r pgx.Rows) error { return readSeqs(r, seqs) })
+		}
 	}
 	if b.Len() > 0 {
 		if err := w.tx.SendBatch(w.ctx, b).Close(); err != nil {
 			return err
 		}
 	}
-	if len(parents) > 0 {
-		for i := range as {
-			if p := as[i].ParentID; p != "" && !stored[p] {
-				return errParentMissing
+	// The admissions in order: each parent found, each run admitted or
+	// dropped by its bound.
+	var picked [][2]int // the admitted runs: admission, run
+	for i := range as {
+		a := &as[i]
+		if a.ParentID != "" && !stored[a.ParentID] {
+			return errParentMissing
+		}
+		for k := range a.Runs {
+			nr := &a.Runs[k]
+			if nr.Limit > 0 && active[nr.Process] >= nr.Limit {
+				out[i].Dropped = append(out[i].Dropped, *nr)
+				continue
 			}
-			for _, nr := range as[i].Runs {
-				stored[nr.ID] = true // a parent of the admissions after it
+			active[nr.Process]++
+			stored[nr.ID] = true // a parent of the admissions after it
+			picked = append(picked, [2]int{i, k})
+			if len(bounded) > 0 {
+				rows.addRun(a, nr)
 			}
 		}
 	}
-	for i := range as {
-		a := &as[i]
-		var res store.AdmitResult
-		if len(a.Runs) > 0 {
-			res.Admitted = make([]store.Run, 0, len(a.Runs))
+	if len(bounded) > 0 && len(rows.ids) > 0 {
+		r, err := w.tx.Query(w.ctx, s.q.insChildren, rows.args()...)
+		if err != nil {
+			return err
 		}
-		for k := range a.Runs {
-			res.Admitted = append(res.Admitted, admittedRun(a, &a.Runs[k], seqs[a.Runs[k].ID]))
-			w.moved("", store.StatusIdle)
+		if err := readSeqs(r, seqs); err != nil {
+			return err
 		}
-		out[i] = res
+	}
+	for _, p := range picked {
+		a := &as[p[0]]
+		nr := &a.Runs[p[1]]
+		out[p[0]].Admitted = append(out[p[0]].Admitted, admittedRun(a, nr, seqs[nr.ID]))
+		w.moved("", store.StatusIdle)
 	}
 	return nil
 }

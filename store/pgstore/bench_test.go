@@ -258,13 +258,15 @@ func BenchmarkAdmit(b *testing.B) {
 // batch at a time: without keys (plain), each with an idempotency key
 // seen once (keyed), each with a key of which half were admitted by the
 // batch before (redelivered: a webhook source sending again what it
-// sent), and children of one stored run (children: a fan-out). Reports
-// admissions per second:
+// sent), children of one stored run (children: a fan-out), and runs of a
+// process with a cap of 5 and the default queue of 1,000 (bounded: each
+// admission counts the process's active runs; once 1,005 are, the rest
+// are dropped). Reports admissions (decided) per second:
 //
 //	go test -run '^$' -bench AdmitBatch -benchtime 40x ./store/pgstore
 func BenchmarkAdmitBatch(b *testing.B) {
 	const size = 500
-	for _, kind := range []string{"plain", "keyed", "redelivered", "children"} {
+	for _, kind := range []string{"plain", "keyed", "redelivered", "children", "bounded"} {
 		b.Run(kind, func(b *testing.B) {
 			ctx := context.Background()
 			st := openIn(b, b.TempDir(), pgstore.Options{})
@@ -288,6 +290,8 @@ func BenchmarkAdmitBatch(b *testing.B) {
 						as[i].IdempotencyKey = keys[i]
 					case "children":
 						as[i].ParentID, as[i].CorrelationID, as[i].Depth = "parent", "parent", 1
+					case "bounded":
+						as[i].Runs[0].Limit = 1005
 					}
 				}
 				prev = keys

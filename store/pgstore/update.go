@@ -437,17 +437,22 @@ type runRows struct {
 
 // add adds the rows of a's runs.
 func (r *runRows) add(a *store.Admission) {
+	for k := range a.Runs {
+		r.addRun(a, &a.Runs[k])
+	}
+}
+
+// addRun adds the row of nr, a run of a.
+func (r *runRows) addRun(a *store.Admission, nr *store.NewRun) {
 	var corr *string
 	if a.CorrelationID != "" {
 		corr = &a.CorrelationID
 	}
-	for _, nr := range a.Runs {
-		r.ids, r.procs, r.events, r.parents = append(r.ids, nr.ID), append(r.procs, nr.Process), append(r.events, a.Event), append(r.parents, nullStr(a.ParentID))
-		r.corrs, r.depths = append(r.corrs, corr), append(r.depths, int32(a.Depth))
-		r.payloads, r.contexts, r.created = append(r.payloads, blob(a.Payload)), append(r.contexts, blob(a.Context)), append(r.created, a.Now.UnixNano())
-		r.prios, r.rateKeys, r.concKeys = append(r.prios, nullInt(nr.Priority)), append(r.rateKeys, nullStr(nr.RateKey)), append(r.concKeys, nullStr(nr.ConcurrencyKey))
-		r.retryAts, r.groupKeys = append(r.retryAts, notBefore(a)), append(r.groupKeys, nullStr(nr.GroupKey))
-	}
+	r.ids, r.procs, r.events, r.parents = append(r.ids, nr.ID), append(r.procs, nr.Process), append(r.events, a.Event), append(r.parents, nullStr(a.ParentID))
+	r.corrs, r.depths = append(r.corrs, corr), append(r.depths, int32(a.Depth))
+	r.payloads, r.contexts, r.created = append(r.payloads, blob(a.Payload)), append(r.contexts, blob(a.Context)), append(r.created, a.Now.UnixNano())
+	r.prios, r.rateKeys, r.concKeys = append(r.prios, nullInt(nr.Priority)), append(r.rateKeys, nullStr(nr.RateKey)), append(r.concKeys, nullStr(nr.ConcurrencyKey))
+	r.retryAts, r.groupKeys = append(r.retryAts, notBefore(a)), append(r.groupKeys, nullStr(nr.GroupKey))
 }
 
 // args are insChildren's arguments for the rows.

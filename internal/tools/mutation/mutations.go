@@ -1352,8 +1352,19 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: a batch admission whose parent is not stored, nor admitted earlier in the batch, fails the batch with ErrNotFound naming it",
 		Edits: []Edit{{
 			File: "store/pgstore/batch.go",
-			Old:  `if p := as[i].ParentID; p != "" && !stored[p] {`,
-			New:  `if p := as[i].ParentID; p != "" && false && !stored[p] {`,
+			Old:  `if a.ParentID != "" && !stored[a.ParentID] {`,
+			New:  `if a.ParentID != "" && false && !stored[a.ParentID] {`,
+		}},
+		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-batch-bound-not-counted",
+		Guarantee: "PostgreSQL: a batch's admissions to a bounded process count the runs the batch admitted before them: never more active runs than the bound",
+		Edits: []Edit{{
+			File: "store/pgstore/batch.go",
+			Old:  "\t\t\tactive[nr.Process]++\n\t\t\tstored[nr.ID] = true",
+			New:  "\t\t\tstored[nr.ID] = true",
 		}},
 		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether")},
 		Needs: pgURL,
