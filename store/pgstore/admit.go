@@ -260,14 +260,16 @@ func (s *Store) lockBounds(ctx context.Context, q pgx.Tx, a *store.Admission, ex
 	if len(bounded) == 0 {
 		return active, nil
 	}
-	if err := s.lockProcesses(ctx, q, bounded, "admit"); err != nil {
+	// The locks, then the count: one round trip, the count a statement of
+	// its own after the locks, so that its snapshot is taken once they
+	// are held.
+	b := &pgx.Batch{}
+	b.Queue(s.q.lockKeys, s.lockKeys(bounded, "admit"))
+	b.Queue(s.q.activeCounts, bounded).Query(func(r pgx.Rows) error { return readCounts(r, active) })
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
 		return nil, err
 	}
-	rows, err := q.Query(ctx, s.q.activeCounts, bounded)
-	if err != nil {
-		return nil, err
-	}
-	return active, readCounts(rows, active)
+	return active, nil
 }
 
 // readCounts reads the (process, count) rows of activeCounts into
@@ -377,17 +379,19 @@ func (s *Store) admitGroups(ctx context.Context, q pgx.Tx, a *store.Admission, g
 // process, in key order, so two transactions never wait on each other in
 // opposite orders.
 func (s *Store) lockProcesses(ctx context.Context, q pgx.Tx, procs []string, kind string) error {
+	_, err := q.Exec(ctx, s.q.lockKeys, s.lockKeys(procs, kind))
+	return err
+}
+
+// lockKeys are the advisory lock keys of kind for procs, in the one order
+// every transaction takes them in.
+func (s *Store) lockKeys(procs []string, kind string) []int64 {
 	keys := make([]int64, len(procs))
 	for i, p := range procs {
 		keys[i] = lockID(s.opts.Schema, kind+"\x00"+p)
 	}
 	slices.Sort(keys)
-	for _, k := range keys {
-		if _, err := q.Exec(ctx, s.q.lockKey, k); err != nil {
-			return err
-		}
-	}
-	return nil
+	return keys
 }
 
 // insertRuns inserts the admitted runs in one statement. A run whose key a

@@ -207,13 +207,15 @@ func BenchmarkClaimNextFlow(b *testing.B) {
 // BenchmarkAdmit: admissions of one run each at the store, sequential
 // (each a commit of its own: p50 reported) and from 8 goroutines at once
 // (batched by the writers): without a key (plain), with an idempotency
-// key seen once (keyed: each looks its key up and admits), and as
-// Singletons of keys seen once (singleton: each takes its group's lock
-// and looks the group up, and admits). Reports admissions per second:
+// key seen once (keyed: each looks its key up and admits), to a process
+// with a bound never reached (bounded: each takes the process's admission
+// lock and counts its active runs), and as Singletons of keys seen once
+// (singleton: each takes its group's lock and looks the group up, and
+// admits). Reports admissions per second:
 //
 //	go test -run '^$' -bench Admit -benchtime 3000x ./store/pgstore
 func BenchmarkAdmit(b *testing.B) {
-	for _, kind := range []string{"plain", "keyed", "singleton"} {
+	for _, kind := range []string{"plain", "keyed", "bounded", "singleton"} {
 		for _, par := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/par%d", kind, par), func(b *testing.B) {
 				ctx := context.Background()
@@ -230,6 +232,8 @@ func BenchmarkAdmit(b *testing.B) {
 							switch kind {
 							case "keyed":
 								a.IdempotencyKey = a.Runs[0].ID
+							case "bounded":
+								a.Runs[0].Limit = 1 << 30
 							case "singleton":
 								a.Runs[0].GroupKey, a.Runs[0].Group = a.Runs[0].ID, store.GroupSingleton
 							}

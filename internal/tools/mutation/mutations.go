@@ -1477,8 +1477,8 @@ var pgMutations = []Mutation{
 		Guarantee: "PostgreSQL: a process's running cap and admission bound are exact across nodes",
 		Edits: []Edit{{
 			File: "store/pgstore/admit.go",
-			Old:  "\tfor _, k := range keys {",
-			New:  "\tfor _, k := range keys[:0] {",
+			Old:  "\tslices.Sort(keys)\n\treturn keys\n",
+			New:  "\tslices.Sort(keys)\n\treturn keys[:0]\n",
 		}, {
 			File: "store/pgstore/claim.go",
 			Old:  "\tb.Queue(s.q.lockKeys, keys)",
