@@ -10,7 +10,9 @@ import (
 // TestWriterStatementsFindRowsByKey: on tables the statistics do not know
 // yet (new, never analyzed, 20,000 rows), a batch's attempt ends and
 // effect records, planned under writerPlan, find each run and effect by
-// its primary key, and retention reads its window of runs in key order.
+// its primary key, and retention reads its window of runs in key order;
+// a batch's keyed admissions, its lookups of who holds their keys and of
+// its admissions' parents find each row by key too.
 // Without that, a prepared statement kept a plan that read the whole
 // effects table (or every running run) at each batch: 1.1 ms a call at
 // 20,000 effects. The follow-up runs of ends are filtered by an array of
@@ -24,6 +26,7 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 		`INSERT INTO ` + sch + `.runs (id, process, event, status, created_at, epoch, lease_node) SELECT 'r' || g, 'p', 'e', 'running', g, 1, 1 FROM generate_series(1, 20000) g`,
 		`INSERT INTO ` + sch + `.run_ids (id, seq) SELECT id, seq FROM ` + sch + `.runs`,
 		`INSERT INTO ` + sch + `.effects (run_seq, key, status, epoch, started_at) SELECT seq, 'k', 'started', 1, 1 FROM ` + sch + `.runs`,
+		`INSERT INTO ` + sch + `.pruned_keys (event, key, process, run_id, created_at) SELECT '', 'k' || g, '', 'x' || g, g FROM generate_series(1, 20000) g`,
 	} {
 		if _, err := s.pool.Exec(ctx, q); err != nil {
 			t.Fatal(err)
@@ -81,6 +84,11 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i"}},
 		{"effect starts of new keys of held runs", s.q.effStartNew, []any{ords, seqs, eps, keys, eps},
 			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i"}},
+		{"keyed admissions", s.q.insKeyed, []any{fids, strs, strs, nostr, nostr, ords, blobs, blobs, eps, noint, nostr, nostr, nobig, nostr, keys},
+			[]string{"Index Only Scan using pruned_keys_pkey on pruned_keys k"}},
+		{"the holders of keys", s.q.selIdemKeys, []any{strs, keys, strs}, []string{"Index Scan using runs_idem on runs r"}},
+		{"the pruned keys", s.q.selKeptKeys, []any{strs, keys, strs}, []string{"Index Scan using pruned_keys_pkey on pruned_keys p"}},
+		{"the parents of admissions", s.q.idsExist, []any{ids}, []string{"run_ids_pkey"}},
 		{"retention's window", s.q.pruneScan, []any{int64(5), int64(100), 40},
 			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq > "}},
 		{"retention", s.q.prune, []any{int64(5), eps},
@@ -92,7 +100,7 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 				t.Errorf("%s: the plan has no %q:\n%s", c.name, w, plan)
 			}
 		}
-		for _, bad := range []string{"Seq Scan on runs", "Seq Scan on effects", "Seq Scan on run_ids", "Hash Join", "Merge Join", "Bitmap Heap Scan on runs"} {
+		for _, bad := range []string{"Seq Scan on runs", "Seq Scan on effects", "Seq Scan on run_ids", "Seq Scan on pruned_keys", "Hash Join", "Merge Join", "Bitmap Heap Scan on runs"} {
 			if strings.Contains(plan, bad) {
 				t.Errorf("%s: the plan has %q:\n%s", c.name, bad, plan)
 			}
