@@ -112,6 +112,49 @@ func batchCases() []Case {
 			res, err := h.St.Admit(h.Ctx(), a)
 			expect(h, "admit after a failed batch", err, nil)
 			expect(h, "key of the failed batch still free", len(res.Admitted), 1)
+
+			// Deep in a large batch, whose admissions a store may insert
+			// many to a statement: the failure is still the failing
+			// admission's, and nothing is admitted.
+			before, err := h.St.Counts(h.Ctx())
+			expect(h, "counts", err, nil)
+			for _, tc := range []struct {
+				name  string
+				keyed bool
+				at    int
+				bad   func(as []store.Admission)
+			}{
+				{"run id taken", false, 250, func(as []store.Admission) { as[250].Runs[0].ID = as[40].Runs[0].ID }},
+				{"keyed run id taken", true, 250, func(as []store.Admission) { as[250].Runs[0].ID = as[40].Runs[0].ID }},
+				{"parent not found", false, 270, func(as []store.Admission) { as[270].ParentID, as[270].Depth = newID(), 1 }},
+				{"parent later in the batch", false, 270, func(as []store.Admission) { as[270].ParentID, as[270].Depth = as[280].Runs[0].ID, 1 }},
+			} {
+				as := make([]store.Admission, 300)
+				for i := range as {
+					key := ""
+					if tc.keyed {
+						key = newID()
+					}
+					as[i] = one("ev", key, "p", 0)
+					as[i].Now = h.Now()
+				}
+				tc.bad(as)
+				_, err := h.St.AdmitBatch(h.Ctx(), as)
+				var be *store.BatchError
+				if !errors.As(err, &be) {
+					h.Fatalf("%s: err = %v, want a *store.BatchError", tc.name, err)
+				}
+				expect(h, tc.name+": failed admission's index", be.Index, tc.at)
+				if tc.at == 270 {
+					expect(h, tc.name+": unwraps to ErrNotFound", errors.Is(err, store.ErrNotFound), true)
+				}
+				if _, err := h.St.Run(h.Ctx(), as[0].Runs[0].ID); !errors.Is(err, store.ErrNotFound) {
+					h.Errorf("%s: the failed batch's first run was admitted (%v)", tc.name, err)
+				}
+				after, err := h.St.Counts(h.Ctx())
+				expect(h, "counts", err, nil)
+				expect(h, tc.name+": idle runs counted", after[store.StatusIdle], before[store.StatusIdle])
+			}
 		}},
 	}
 }

@@ -26,6 +26,12 @@ func sqlTest(name string) Test {
 func pgConf(c string) Test {
 	return Test{Pkg: ".", Run: "^TestEngineSuite$/^pgstore$/^" + c + "$"}
 }
+
+// pgStore selects a case of the store conformance suite on the PostgreSQL
+// store.
+func pgStore(c string) Test {
+	return Test{Pkg: "./store/pgstore", Run: "^TestConformance$/^" + c + "$"}
+}
 func pgTest(name string) Test {
 	return Test{Pkg: "./store/pgstore", Run: "^" + name + "$"}
 }
@@ -816,7 +822,7 @@ var coreMutations = []Mutation{
 			Old:  "failed = rf.at\n",
 			New:  "failed = len(as) - 1\n",
 		}},
-		Tests: []Test{sqlTest("TestBatchRunsInsertedTogether")},
+		Tests: []Test{sqlStore("Store/AdmitBatch/AllOrNothing")},
 	},
 	{
 		Name:      "singleton-ignored",
@@ -1322,7 +1328,7 @@ var pgMutations = []Mutation{
 			Old:  "failed, oneByOne = i, true",
 			New:  "failed = i",
 		}},
-		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether"), pgTest("TestBatchKeyedAdmissionsTogether")},
+		Tests: []Test{pgStore("Store/AdmitBatch/AllOrNothing")},
 		Needs: pgURL,
 	},
 	{
@@ -1355,7 +1361,7 @@ var pgMutations = []Mutation{
 			Old:  `if a.ParentID != "" && !stored[a.ParentID] {`,
 			New:  `if a.ParentID != "" && false && !stored[a.ParentID] {`,
 		}},
-		Tests: []Test{pgTest("TestBatchPlainAdmissionsTogether")},
+		Tests: []Test{pgStore("Store/AdmitBatch/AllOrNothing")},
 		Needs: pgURL,
 	},
 	{
