@@ -16,10 +16,11 @@ import (
 
 // TestBatchPlainAdmissionsTogether: the plain admissions of a batch (no
 // key or group; children of a stored run, or of a run of the batch, and
-// runs of bounded processes among them), inserted by one statement per run of them, are
-// stored and answered exactly as the same admissions one at a time; the
-// others keep their place in the batch's order. (A failure deep in such a
-// statement: Store/AdmitBatch/AllOrNothing of the conformance suite.)
+// runs of bounded processes among them), inserted by one statement per
+// run of them, are stored and answered exactly as the same admissions one
+// at a time; the others keep their place in the batch's order. (A failure
+// deep in such a statement: Store/AdmitBatch/AllOrNothing of the
+// conformance suite.)
 func TestBatchPlainAdmissionsTogether(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 42)
@@ -88,7 +89,6 @@ func TestBatchPlainAdmissionsTogether(t *testing.T) {
 	if want := []string{"r002b", "r011b", "r020b"}; !reflect.DeepEqual(bs, want) {
 		t.Errorf("bounded process admitted %v, want %v", bs, want)
 	}
-
 }
 
 // oneAtATime admits as on st one at a time and returns the results.
@@ -234,7 +234,6 @@ func TestBatchKeyedAdmissionsTogether(t *testing.T) {
 		}
 	}
 	sameAsAlone(t, alone, batch, as, got, want)
-
 }
 
 // insertCalls returns a function that reports how many statements have

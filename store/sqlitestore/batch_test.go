@@ -73,5 +73,4 @@ func TestBatchRunsInsertedTogether(t *testing.T) {
 			t.Errorf("%s stored:\nbatch %+v\nalone %+v", id, b, a)
 		}
 	}
-
 }
