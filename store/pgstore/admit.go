@@ -57,27 +57,15 @@ func (s *Store) admit(ctx context.Context, q pgx.Tx, a *store.Admission, moved f
 	existing := map[string]store.Run{}
 	kept := map[string]store.Run{}
 	if a.IdempotencyKey != "" {
-		var err error
-		if existing, err = s.byKey(ctx, q, a, procs); err != nil {
-			return res, err
-		}
-		rows, err := q.Query(ctx, s.q.selKept, a.Event, a.IdempotencyKey, procs)
+		holders, pruned, err := s.keyHolders(ctx, q, a, procs)
 		if err != nil {
 			return res, err
 		}
-		for rows.Next() {
-			r := store.Run{Event: a.Event, IdempotencyKey: a.IdempotencyKey, Status: store.StatusCompleted}
-			var created int64
-			if err := rows.Scan(&r.Process, &r.ID, &created); err != nil {
-				rows.Close()
-				return res, err
-			}
-			r.CreatedAt = time.Unix(0, created)
-			kept[r.Process] = r
+		for k, r := range holders {
+			existing[k.process] = r
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return res, err
+		for k, r := range pruned {
+			kept[k.process] = r
 		}
 	}
 	var grouped []int // the runs of a that a group may stand in for
@@ -171,32 +159,8 @@ func (s *Store) admitKeyed(ctx context.Context, q pgx.Tx, as []store.Admission, 
 	if len(lost) == 0 {
 		return nil
 	}
-	type key struct{ event, key, process string }
-	holders, pruned := map[key]store.Run{}, map[key]store.Run{}
-	b := &pgx.Batch{}
-	b.Queue(s.q.selIdemKeys, events, lost, procs).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			r, _, err := scanRun(rows)
-			if err != nil {
-				return err
-			}
-			holders[key{r.Event, r.IdempotencyKey, r.Process}] = r
-		}
-		return rows.Err()
-	})
-	b.Queue(s.q.selKeptKeys, events, lost, procs).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			r := store.Run{Status: store.StatusCompleted}
-			var created int64
-			if err := rows.Scan(&r.Event, &r.IdempotencyKey, &r.Process, &r.ID, &created); err != nil {
-				return err
-			}
-			r.CreatedAt = time.Unix(0, created)
-			pruned[key{r.Event, r.IdempotencyKey, r.Process}] = r
-		}
-		return rows.Err()
-	})
-	if err := q.SendBatch(ctx, b).Close(); err != nil {
+	holders, pruned, err := s.keysHeld(ctx, q, events, lost, procs)
+	if err != nil {
 		return err
 	}
 	for i := range as {
@@ -206,7 +170,7 @@ func (s *Store) admitKeyed(ctx context.Context, q pgx.Tx, as []store.Admission, 
 			if _, ok := seqs[nr.ID]; ok {
 				continue
 			}
-			kk := key{a.Event, a.IdempotencyKey, nr.Process}
+			kk := idemKey{a.Event, a.IdempotencyKey, nr.Process}
 			if r, ok := holders[kk]; ok {
 				out[i].Existing = append(out[i].Existing, r)
 			} else if r, ok := pruned[kk]; ok {
@@ -219,22 +183,50 @@ func (s *Store) admitKeyed(ctx context.Context, q pgx.Tx, as []store.Admission, 
 	return nil
 }
 
-// byKey returns the runs admitted under a's idempotency key, by process.
-func (s *Store) byKey(ctx context.Context, q pgx.Tx, a *store.Admission, procs []string) (map[string]store.Run, error) {
-	out := map[string]store.Run{}
-	rows, err := q.Query(ctx, s.q.selIdem, a.Event, a.IdempotencyKey, procs)
-	if err != nil {
-		return nil, err
+// idemKey is an idempotency key as one process holds it.
+type idemKey struct{ event, key, process string }
+
+// keyHolders reads, in one round trip, the runs that hold a's idempotency
+// key for procs, and the pruned runs that held it.
+func (s *Store) keyHolders(ctx context.Context, q pgx.Tx, a *store.Admission, procs []string) (holders, pruned map[idemKey]store.Run, err error) {
+	events, keys := make([]string, len(procs)), make([]string, len(procs))
+	for i := range procs {
+		events[i], keys[i] = a.Event, a.IdempotencyKey
 	}
-	defer rows.Close()
-	for rows.Next() {
-		r, _, err := scanRun(rows)
-		if err != nil {
-			return nil, err
+	return s.keysHeld(ctx, q, events, keys, procs)
+}
+
+// keysHeld reads, in one round trip, the runs that hold the keys
+// (events[i], keys[i], procs[i]), and the pruned runs that held them.
+func (s *Store) keysHeld(ctx context.Context, q pgx.Tx, events, keys, procs []string) (holders, pruned map[idemKey]store.Run, err error) {
+	holders, pruned = map[idemKey]store.Run{}, map[idemKey]store.Run{}
+	b := &pgx.Batch{}
+	b.Queue(s.q.selIdemKeys, events, keys, procs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			r, _, err := scanRun(rows)
+			if err != nil {
+				return err
+			}
+			holders[idemKey{r.Event, r.IdempotencyKey, r.Process}] = r
 		}
-		out[r.Process] = r
+		return rows.Err()
+	})
+	b.Queue(s.q.selKeptKeys, events, keys, procs).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			r := store.Run{Status: store.StatusCompleted}
+			var created int64
+			if err := rows.Scan(&r.Event, &r.IdempotencyKey, &r.Process, &r.ID, &created); err != nil {
+				return err
+			}
+			r.CreatedAt = time.Unix(0, created)
+			pruned[idemKey{r.Event, r.IdempotencyKey, r.Process}] = r
+		}
+		return rows.Err()
+	})
+	if err := q.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, err
 	}
-	return out, rows.Err()
+	return holders, pruned, nil
 }
 
 // boundedOf returns the processes with a bound that a may admit: those
@@ -434,12 +426,12 @@ func (s *Store) insertRuns(ctx context.Context, q pgx.Tx, a *store.Admission, ad
 		res.Admitted = append(res.Admitted, admittedRun(a, &nr, seq))
 	}
 	if len(lost) > 0 { // admitted meanwhile by another transaction
-		existing, err := s.byKey(ctx, q, a, lost)
+		holders, _, err := s.keyHolders(ctx, q, a, lost)
 		if err != nil {
 			return res, err
 		}
 		for _, p := range lost {
-			r, ok := existing[p]
+			r, ok := holders[idemKey{a.Event, a.IdempotencyKey, p}]
 			if !ok {
 				return res, errors.New("pgstore: an idempotent admission conflicted and its run is not found")
 			}

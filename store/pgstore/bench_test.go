@@ -209,13 +209,14 @@ func BenchmarkClaimNextFlow(b *testing.B) {
 // (batched by the writers): without a key (plain), with an idempotency
 // key seen once (keyed: each looks its key up and admits), to a process
 // with a bound never reached (bounded: each takes the process's admission
-// lock and counts its active runs), and as Singletons of keys seen once
+// lock and counts its active runs), both (keyed-bounded: each looks its
+// key up, then locks and counts), and as Singletons of keys seen once
 // (singleton: each takes its group's lock and looks the group up, and
 // admits). Reports admissions per second:
 //
 //	go test -run '^$' -bench Admit -benchtime 3000x ./store/pgstore
 func BenchmarkAdmit(b *testing.B) {
-	for _, kind := range []string{"plain", "keyed", "bounded", "singleton"} {
+	for _, kind := range []string{"plain", "keyed", "bounded", "keyed-bounded", "singleton"} {
 		for _, par := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/par%d", kind, par), func(b *testing.B) {
 				ctx := context.Background()
@@ -234,6 +235,8 @@ func BenchmarkAdmit(b *testing.B) {
 								a.IdempotencyKey = a.Runs[0].ID
 							case "bounded":
 								a.Runs[0].Limit = 1 << 30
+							case "keyed-bounded":
+								a.IdempotencyKey, a.Runs[0].Limit = a.Runs[0].ID, 1<<30
 							case "singleton":
 								a.Runs[0].GroupKey, a.Runs[0].Group = a.Runs[0].ID, store.GroupSingleton
 							}

@@ -180,7 +180,7 @@ type queries struct {
 	schema  string // the quoted schema name
 	runCols string // runCols with the schema filled in
 
-	insRuns, insChildren, selIdem, selKept, parentExists, lockKey, activeCounts, runningCounts         string
+	insRuns, insChildren, parentExists, lockKey, activeCounts, runningCounts                           string
 	insKeyed, selIdemKeys, selKeptKeys                                                                 string
 	groupSingleton, groupDebounce, pause, resume, selPaused                                            string
 	claimIDs, claimNext, claimMore, promoteIDs, promoteDue                                             string
@@ -270,8 +270,6 @@ func newQueries(schema string) queries {
 		JOIN $S.runs r ON r.event = k.event AND r.idem_key = k.key AND r.process = k.process AND r.idem_key IS NOT NULL`)
 	q.selKeptKeys = s(`SELECT p.event, p.key, p.process, p.run_id, p.created_at FROM unnest($1::text[], $2::text[], $3::text[]) AS k(event, key, process)
 		JOIN $S.pruned_keys p ON p.event = k.event AND p.key = k.key AND p.process = k.process`)
-	q.selIdem = s(`SELECT ` + runCols + ` FROM $S.runs WHERE event = $1 AND idem_key = $2 AND process = ANY($3)`)
-	q.selKept = s(`SELECT process, run_id, created_at FROM $S.pruned_keys WHERE event = $1 AND key = $2 AND process = ANY($3)`)
 	q.parentExists = s(`SELECT EXISTS (SELECT 1 FROM $S.run_ids WHERE id = $1)`)
 	q.lockKey = `SELECT pg_advisory_xact_lock($1)`
 	// The locks of several keys ($1), taken in the array's order; or only
