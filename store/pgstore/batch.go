@@ -176,15 +176,14 @@ func keyed(a *store.Admission) bool {
 // found.
 func (s *Store) admitPlain(w *wtx, as []store.Admission, out []store.AdmitResult) error {
 	var parents, bounded []string
-	seen := map[string]bool{}
+	named := map[string]bool{} // the parents in parents
 	for i := range as {
-		if p := as[i].ParentID; p != "" && !seen["p\x00"+p] {
-			seen["p\x00"+p] = true
+		if p := as[i].ParentID; p != "" && !named[p] {
+			named[p] = true
 			parents = append(parents, p)
 		}
 		for _, nr := range as[i].Runs {
-			if nr.Limit > 0 && !seen["b\x00"+nr.Process] {
-				seen["b\x00"+nr.Process] = true
+			if nr.Limit > 0 && !slices.Contains(bounded, nr.Process) {
 				bounded = append(bounded, nr.Process)
 			}
 		}

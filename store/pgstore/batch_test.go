@@ -22,7 +22,6 @@ import (
 // deep in such a statement: Store/AdmitBatch/AllOrNothing of the
 // conformance suite.)
 func TestBatchPlainAdmissionsTogether(t *testing.T) {
-	ctx := context.Background()
 	now := time.Unix(1_700_000_000, 42)
 	const n = 300
 	as := make([]store.Admission, n)
@@ -66,17 +65,7 @@ func TestBatchPlainAdmissionsTogether(t *testing.T) {
 	oneAtATime(t, alone, parent)
 	oneAtATime(t, batch, parent)
 	want := oneAtATime(t, alone, as)
-	inserts := insertCalls(t, batch)
-	got, err := batch.AdmitBatch(ctx, as)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if inserts != nil {
-		// 0-149, the keyed 150 and 151, 152-299.
-		if d := inserts(); d > 3 {
-			t.Errorf("the batch's runs were inserted by %d statements, want 3", d)
-		}
-	}
+	got := admitTogether(t, batch, as, 3) // 0-149, the keyed 150 and 151, 152-299
 	sameAsAlone(t, alone, batch, as, got, want)
 	var bs []string
 	for _, res := range got {
@@ -89,6 +78,23 @@ func TestBatchPlainAdmissionsTogether(t *testing.T) {
 	if want := []string{"r002b", "r011b", "r020b"}; !reflect.DeepEqual(bs, want) {
 		t.Errorf("bounded process admitted %v, want %v", bs, want)
 	}
+}
+
+// admitTogether admits as on st in one batch and returns the results,
+// checking that at most inserts statements inserted its runs.
+func admitTogether(t *testing.T, st *Store, as []store.Admission, inserts int64) []store.AdmitResult {
+	t.Helper()
+	calls := insertCalls(t, st)
+	got, err := st.AdmitBatch(context.Background(), as)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != nil {
+		if d := calls(); d > inserts {
+			t.Errorf("the batch's runs were inserted by %d statements, want %d", d, inserts)
+		}
+	}
+	return got
 }
 
 // oneAtATime admits as on st one at a time and returns the results.
@@ -183,18 +189,7 @@ func TestBatchKeyedAdmissionsTogether(t *testing.T) {
 	}
 
 	want := oneAtATime(t, alone, as)
-	inserts := insertCalls(t, batch)
-	got, err := batch.AdmitBatch(ctx, as)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if inserts != nil {
-		// The keyed admissions before the plain one, the plain one, and
-		// the keyed ones after it.
-		if d := inserts(); d > 3 {
-			t.Errorf("the batch's runs were inserted by %d statements, want 3", d)
-		}
-	}
+	got := admitTogether(t, batch, as, 3) // the keyed admissions before the plain one, the plain one, the keyed ones after it
 	// What the keys say, in the batch's order: the first run of a key
 	// and process holds it (held: before the batch); a pruned key admits
 	// nothing.
