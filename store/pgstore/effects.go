@@ -138,7 +138,7 @@ func (w *wtx) queueEffStartMany(b *pgx.Batch, cs []*cmd) func() error {
 // outcomes are rows of a statement of a batch's effect outcomes. Those
 // whose runs this store holds from their claims (heldRuns) are the rows
 // of effFinishHeld, written with the batch's attempt ends of held runs
-// when it has some (finishHeldEff: one statement for both), else on
+// when it has some (heldWithEffects: one statement for both), else on
 // their own.
 type outcomes struct {
 	idx   []int32 // each row's command, by its place in the batch's outcomes

@@ -106,7 +106,7 @@ func (h *heldRuns) newEffect(id string, epoch int64, key string) bool {
 	return true
 }
 
-// heldEnd is what an end of a held run returns (finishHeld): the fields
+// heldEnd is what an end of a held run returns (heldEnds): the fields
 // its claim did not give.
 type heldEnd struct {
 	then, idem, version, groupKey, waitKey string

@@ -253,7 +253,7 @@ func (w *wtx) writeEffects(ew store.EffectWrite, r *store.Run, u *store.Update, 
 
 // queueFinishMany queues the end of the attempts of cs in b: one
 // statement for those whose runs this store holds from their claims
-// (finishHeld: found by seq, returning only what the claims did not) and
+// (heldEnds: found by seq, returning only what the claims did not) and
 // one for the others (finishMany); the function returned reads their
 // results once b is sent, and gathers the follow-up runs of the ends
 // that applied for the transaction to insert (followUps). An attempt
@@ -301,20 +301,25 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 		})
 	}
 	if len(fromClaim) > 0 {
-		sql, fargs := w.s.q.finishHeld, finishArgs(cs, fromClaim, args, func(i int) int64 { return held[i].seq })
+		// The completion form when every end is a plain completion, as
+		// most batches' are; else the general one.
+		forms, fargs := &w.s.q.completeHeld, []any(nil)
+		if slices.ContainsFunc(fromClaim, func(i int) bool { return !plainCompletion(cs[i].fin, &args[i]) }) {
+			forms, fargs = &w.s.q.finishHeld, finishArgs(cs, fromClaim, args, func(i int) int64 { return held[i].seq })
+		} else {
+			fargs = completeArgs(cs, fromClaim, args, held)
+		}
+		form := 0
 		if eff != nil {
-			sql, fargs, eff.taken = w.s.q.finishHeldEff, append(fargs, eff.args...), true
+			form, fargs, eff.taken = form|heldWithEffects, append(fargs, eff.args...), true
 		}
 		// The ends' follow-up runs are inserted by their statement.
 		follow := w.followUps(cs, fromClaim, done, true)
 		if follow != nil {
-			sql, fargs = w.s.q.finishHeldFollow, append(fargs, follow.args...)
-			if eff != nil {
-				sql = w.s.q.finishHeldEffFollow
-			}
+			form, fargs = form|heldWithFollowUps, append(fargs, follow.args...)
 			w.follow = append(w.follow, follow)
 		}
-		b.Queue(sql, fargs...).Query(func(rows pgx.Rows) error {
+		b.Queue(forms[form], fargs...).Query(func(rows pgx.Rows) error {
 			dest := make([]any, 6, 7)
 			var k int32
 			var e heldEnd
@@ -333,7 +338,7 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 					follow.seqs[e.then] = seq
 					w.moved("", store.StatusIdle)
 					continue
-				case k < 0: // an effect outcome (finishHeldEff)
+				case k < 0: // an effect outcome (heldWithEffects)
 					eff.done[eff.idx[-1-k]] = true
 					continue
 				}
@@ -350,6 +355,31 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 		}
 		return w.refuse(cs, done, func(c *cmd) string { return c.fin.u.RunID }, store.ErrFenced)
 	}
+}
+
+// plainCompletion reports an attempt end that the completion form of the
+// ends of held runs (completeHeld) writes as the general form would: it
+// completes its run as the complete rule does, with the rule's note, at
+// the end's time.
+func plainCompletion(f *finish, a *sets) bool {
+	return a.status == string(store.StatusCompleted) && f.o.Note == implicitNote && a.err == "" && a.code == "" &&
+		a.outSet && a.thenSet && a.retrySet && a.retry == nil && a.completed != nil && *a.completed == f.u.Now.UnixNano()
+}
+
+// completeArgs are the arguments of the completion form of the ends of
+// held runs (completeRows) for the ends of cs at idx, as finishArgs.
+func completeArgs(cs []*cmd, idx []int, args []sets, held []heldRun) []any {
+	n := len(idx)
+	ord := make([]int32, n)
+	seqs, epochs, ats := make([]int64, n), make([]int64, n), make([]int64, n)
+	outs := make([][]byte, n)
+	thens, vers := make([]string, n), make([]string, n)
+	for k, i := range idx {
+		a := &args[i]
+		ord[k], seqs[k], epochs[k], ats[k] = int32(k), held[i].seq, cs[i].fin.u.Epoch, *a.completed
+		outs[k], thens[k], vers[k] = a.out, a.then, a.version
+	}
+	return []any{ord, seqs, epochs, outs, thens, ats, vers}
 }
 
 // finishArgs are the arguments of an attempt-end statement for the ends

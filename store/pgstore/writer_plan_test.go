@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,28 +57,44 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 		fids[i] = fmt.Sprintf("f%d", i)
 	}
 	follow := []any{ords, fids, strs, strs, nostr, nostr, ords, blobs, blobs, eps, noint, nostr, nostr, nobig, nostr}
-	for _, c := range []struct {
+	type planCase struct {
 		name, sql string
 		args      []any
 		want      []string
+	}
+	// The ends of held runs, in both forms, alone, with effect outcomes,
+	// with follow-up runs and with both.
+	var held []planCase
+	for _, f := range []struct {
+		name  string
+		sql   *[4]string
+		attrs []any
 	}{
+		{"attempt ends of held runs", &s.q.finishHeld, []any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs}},
+		{"completions of held runs", &s.q.completeHeld, []any{ords, seqs, eps, blobs, strs, eps, strs}},
+	} {
+		for k, sql := range f.sql {
+			c := planCase{f.name, sql, slices.Clone(f.attrs), []string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i"}}
+			if k&heldWithEffects != 0 {
+				c.name += ", with effect outcomes"
+				c.args = append(c.args, ords, seqs, eps, keys, strs, blobs, strs, eps)
+				c.want = append(c.want, "Index Cond: ((run_seq = o.seq) AND (key = o.key))")
+			}
+			if k&heldWithFollowUps != 0 {
+				c.name += ", with follow-up runs"
+				c.args = append(c.args, follow...)
+				c.want = append(c.want, "Insert on run_ids", "Filter: (end_ord = ANY (")
+			}
+			held = append(held, c)
+		}
+	}
+	for _, c := range append(held, []planCase{
 		{"effect finishes", s.q.effFinishMany, []any{ords, ids, eps, keys, strs, blobs, strs, eps},
 			[]string{"Index Cond: ((run_seq = i.seq) AND (key = i.key))"}},
 		{"attempt ends", s.q.finishMany, []any{ords, ids, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs},
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
-		{"attempt ends of held runs", s.q.finishHeld, []any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs},
-			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i"}},
 		{"effect finishes of held runs", s.q.effFinishHeld, []any{ords, seqs, eps, keys, strs, blobs, strs, eps},
 			[]string{"Index Cond: ((run_seq = o.seq) AND (key = o.key))"}},
-		{"attempt ends and effect finishes of held runs", s.q.finishHeldEff, []any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs,
-			ords, seqs, eps, keys, strs, blobs, strs, eps},
-			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i", "Index Cond: ((run_seq = o.seq) AND (key = o.key))"}},
-		{"attempt ends of held runs with follow-ups", s.q.finishHeldFollow, append([]any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs, bools, eps, eps, strs, eps, strs},
-			follow...), []string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i", "Insert on run_ids", "Filter: (end_ord = ANY ("}},
-		{"attempt ends, effect finishes and follow-ups of held runs", s.q.finishHeldEffFollow, append([]any{ords, seqs, eps, strs, strs, strs, bools, blobs, bools, strs,
-			bools, eps, eps, strs, eps, strs, ords, seqs, eps, keys, strs, blobs, strs, eps}, follow...),
-			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = i", "Index Cond: ((run_seq = o.seq) AND (key = o.key))", "Insert on run_ids",
-				"Filter: (end_ord = ANY ("}},
 		{"effect starts", s.q.effStartMany, []any{ords, ids, eps, keys, eps},
 			[]string{"Index Cond: (seq = ANY ($", "Index Cond: (id = i"}},
 		{"effect starts of held runs", s.q.effStartHeld, []any{ords, seqs, eps, keys, eps},
@@ -93,7 +110,7 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq > "}},
 		{"retention", s.q.prune, []any{int64(5), eps},
 			[]string{"Index Scan using runs_pkey on runs r", "Index Cond: (seq = ANY ("}},
-	} {
+	}...) {
 		plan := explain(t, tx, c.sql, c.args...)
 		for _, w := range c.want {
 			if !strings.Contains(plan, w) {

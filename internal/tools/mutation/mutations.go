@@ -1398,6 +1398,39 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-completion-form-keeps-retry-time",
+		Guarantee: "PostgreSQL: the completion form of the attempt ends of held runs clears a retry time as the general form does",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "then_event = i.then_event, retry_at = NULL, completed_at = i.at,",
+			New:  "then_event = i.then_event, completed_at = i.at,",
+		}},
+		Tests: []Test{pgTest("TestCompletionFormWritesAsGeneralForm")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-completion-form-timeline-not-implicit",
+		Guarantee: "PostgreSQL: the completion form writes the timeline entries the general form writes: none for a first attempt's completion (implicit), two for a later one",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "i.ord, i.at, '` + implicitNote + `'::text AS note,",
+			New:  "i.ord, i.at, 'done'::text AS note,",
+		}},
+		Tests: []Test{pgTest("TestCompletionFormWritesAsGeneralForm")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-completion-form-for-any-end",
+		Guarantee: "PostgreSQL: only an attempt end that completes its run as the complete rule does is written by the completion form",
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "func plainCompletion(f *finish, a *sets) bool {\n\treturn ",
+			New:  "func plainCompletion(f *finish, a *sets) bool {\n\treturn true || ",
+		}},
+		Tests: []Test{pgTest("TestPlainCompletion")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-migration-drops-lease-owners",
 		Guarantee: "PostgreSQL: schema version 9 keeps the lease owner of every running run, as a number",
 		Edits: []Edit{{
