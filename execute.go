@@ -396,6 +396,7 @@ func (a *attempt) decide(res Result, fenced bool, now time.Time) *change {
 	if res.thenDelay > 0 {
 		adm.NotBefore = now.Add(res.thenDelay)
 	}
+	e.startHere(adm, now)
 	u.Children = adm
 	u.NoChildren = &store.Outcome{ErrorCode: string(CodeNotAdmitted),
 		Error: "follow-up event " + res.then + " was not admitted: every listener is at its concurrency cap"}

@@ -225,9 +225,12 @@ func (e *Engine) admitted(a *store.Admission, res store.AdmitResult, emitted boo
 		e.publish(with(runEvent(&res.Admitted[i]), RunAdmitted))
 	}
 	for i := range res.Admitted {
-		if r := &res.Admitted[i]; emitted && r.Priority <= 0 {
+		switch r := &res.Admitted[i]; {
+		case r.Status == store.StatusRunning && e.node != nil:
+			e.node.started(r) // admitted claimed by this engine (startHere)
+		case emitted && r.Priority <= 0:
 			e.queueEmitted(itemOf(r))
-		} else {
+		default:
 			e.enqueue(itemOf(r))
 		}
 	}
@@ -407,4 +410,27 @@ func (e *Engine) followUp(parent *store.Run, event string, payload, vars json.Ra
 		CorrelationID: parent.CorrelationID, Depth: parent.Depth + 1, Context: vars, Now: now}
 	a.Runs = newRuns(targets, a, nil)
 	return a, nil
+}
+
+// startHere asks a shared store to admit the follow-up runs of a that
+// this engine runs itself already claimed by it (store.Admission.Start):
+// runs of processes registered here with no running cap, flow limit or
+// group key, admitted without a delay, while the engine is started. The
+// next stage of a chain then starts in this engine as its parent ends,
+// without waiting in the queue for a claim: a claim's write and a round
+// trip less per stage. A stage so started goes ahead of idle runs of a
+// higher rank: work under way is finished first.
+func (e *Engine) startHere(a *store.Admission, now time.Time) {
+	if e.node == nil || !a.NotBefore.IsZero() || !e.isState(stateStarted) {
+		return
+	}
+	for i := range a.Runs {
+		nr := &a.Runs[i]
+		p := e.lookup(nr.Process)
+		if p == nil || p.Concurrency > 0 || p.flow != (store.Flow{}) || nr.Limit > 0 || nr.GroupKey != "" {
+			continue
+		}
+		nr.Start = true
+		a.Start = &store.Start{Owner: e.owner, LeaseUntil: now.Add(e.cfg.LeaseTimeout)}
+	}
 }

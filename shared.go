@@ -135,14 +135,38 @@ func (n *node) stop() {
 		}
 	}
 	n.mu.Unlock()
-	for i := range back {
-		r := &back[i]
+	n.handBack(back)
+	n.release()
+}
+
+// handBack leaves runs claimed here but not begun idle for other nodes.
+func (n *node) handBack(runs []store.Run) {
+	for i := range runs {
+		r := &runs[i]
 		u := store.Update{RunID: r.ID, Epoch: r.Epoch, Now: n.e.clock.Now(), Action: store.ActionHandBack, Note: "engine stopped before the attempt began"}
 		if _, err := n.e.store.Update(n.e.io, u); err != nil && !errors.Is(err, store.ErrFenced) {
 			n.e.internalError("hand back", err)
 		}
 	}
-	n.release()
+}
+
+// started hands the dispatcher a run the store admitted already claimed
+// by this engine (Engine.startHere), as a claim's run; once the node has
+// stopped, the run is handed back as stop hands back the claimed runs
+// not begun. It is queued under n.mu, so that stop, which takes the
+// claimed runs from the dispatcher under n.mu, finds it there.
+func (n *node) started(r *store.Run) {
+	n.mu.Lock()
+	if n.stopped {
+		n.mu.Unlock()
+		n.handBack([]store.Run{*r})
+		return
+	}
+	c := new(store.Run)
+	*c = *r
+	n.claimed[c.ID] = c
+	n.e.disp.Add(itemOf(c))
+	n.mu.Unlock()
 }
 
 // leaveNow removes the node (the engine has stopped).

@@ -319,6 +319,9 @@ type NewRun struct {
 	// when one of them is still to run (see GroupPolicy).
 	GroupKey string
 	Group    GroupPolicy
+	// Start: admitted running, claimed by Admission.Start's owner, if the
+	// store can (see Admission.Start).
+	Start bool
 }
 
 // GroupPolicy says what an admission does when its process has a run of
@@ -362,6 +365,22 @@ type Admission struct {
 	// NotBefore, when after Now, makes the admitted runs claimable no
 	// earlier than it (their RetryAt): a delayed or scheduled emission.
 	NotBefore time.Time
+	// Start, if set, lets a shared store admit the follow-up runs marked
+	// NewRun.Start already claimed by Start.Owner (running, at epoch 1,
+	// their first attempt begun at Now), as a claim would leave them,
+	// instead of idle: the engine that ends an attempt runs the next
+	// stage of its chain itself, without a claim. A store starts a run
+	// only if nothing at admission holds it back (no bound, flow key,
+	// group key or NotBefore); it may start none (AdmitResult.Admitted
+	// gives each run's status).
+	Start *Start
+}
+
+// Start is the claim of follow-up runs admitted already running
+// (Admission.Start).
+type Start struct {
+	Owner      string
+	LeaseUntil time.Time
 }
 
 // Unconditional reports that every run of the admission is admitted
@@ -384,7 +403,7 @@ func (a *Admission) Unconditional() bool {
 
 // AdmitResult says what an admission did, process by process.
 type AdmitResult struct {
-	Admitted []Run    // created, idle, in the order of Admission.Runs
+	Admitted []Run    // created, idle (or running: Admission.Start), in the order of Admission.Runs
 	Existing []Run    // already admitted earlier under the same idempotency key
 	Dropped  []NewRun // at their cap; nothing reserved for them
 	// Pruned: admitted earlier under the same idempotency key, by a run that

@@ -49,3 +49,12 @@ func (s *Store) ownerNum(ctx context.Context, owner string) (int32, error) {
 	s.owners.mu.Unlock()
 	return n, nil
 }
+
+// knownOwnerNum returns owner's number if this store has it already
+// (ownerNum), without a round trip.
+func (s *Store) knownOwnerNum(owner string) (int32, bool) {
+	s.owners.mu.Lock()
+	defer s.owners.mu.Unlock()
+	n, ok := s.owners.n[owner]
+	return n, ok
+}

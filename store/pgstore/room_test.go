@@ -382,3 +382,89 @@ func otherNode(t *testing.T, s *pgstore.Store) string {
 	}
 	return strconv.Itoa(int(n))
 }
+
+// TestFollowUpsStartedByTheirEnd: an attempt end's follow-up runs that
+// its admission starts (store.Admission.Start) are admitted running,
+// claimed by the start's owner at epoch 1 as a claim leaves a run: no
+// other node claims them, their own ends apply at that epoch (and are
+// fenced at another), and the status counts say running. Runs that
+// something holds back at admission (a bound, a flow key, a group key, a
+// delay), runs not marked, and runs of an owner this store never claimed
+// for are admitted idle, as without Start.
+func TestFollowUpsStartedByTheirEnd(t *testing.T) {
+	ctx := context.Background()
+	s := openIn(t, t.TempDir(), pgstore.Options{})
+	admit(t, s, "p", 4, 0)
+	now := time.Now().Truncate(time.Microsecond)
+	rs := claimP(t, s, now, 4)
+	lease := now.Add(time.Minute)
+	end := func(r store.Run, a *store.Admission) store.UpdateResult {
+		t.Helper()
+		a.Event, a.ParentID, a.CorrelationID, a.Depth, a.Now = "e2", r.ID, r.ID, 1, now
+		res, err := s.Update(ctx, store.Update{RunID: r.ID, Epoch: r.Epoch, Action: store.ActionComplete, Now: now, Then: "e2", Children: a})
+		if err != nil {
+			t.Fatalf("end of %s: %v", r.ID, err)
+		}
+		return res
+	}
+	res := end(rs[0], &store.Admission{Start: &store.Start{Owner: "o", LeaseUntil: lease}, Runs: []store.NewRun{
+		{ID: "started", Process: "next", Start: true},
+		{ID: "unmarked", Process: "next"},
+		{ID: "rated", Process: "next", Start: true, RateKey: "k"},
+		{ID: "keyed", Process: "next", Start: true, ConcurrencyKey: "k"},
+		{ID: "grouped", Process: "next", Start: true, GroupKey: "g"},
+	}})
+	delayed := end(rs[1], &store.Admission{Start: &store.Start{Owner: "o", LeaseUntil: lease}, NotBefore: now.Add(time.Hour),
+		Runs: []store.NewRun{{ID: "delayed", Process: "next", Start: true}}})
+	stranger := end(rs[2], &store.Admission{Start: &store.Start{Owner: "stranger", LeaseUntil: lease},
+		Runs: []store.NewRun{{ID: "stranger's", Process: "next", Start: true}}})
+	bounded := end(rs[3], &store.Admission{Start: &store.Start{Owner: "o", LeaseUntil: lease},
+		Runs: []store.NewRun{{ID: "bounded", Process: "next", Start: true, Limit: 10}}})
+	admitted := slices.Concat(res.Children.Admitted, delayed.Children.Admitted, stranger.Children.Admitted, bounded.Children.Admitted)
+	if len(admitted) != 8 {
+		t.Fatalf("admitted %+v, want 8 runs", admitted)
+	}
+	for _, a := range admitted {
+		stored, err := s.Run(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.ID != "started" {
+			if a.Status != store.StatusIdle || stored.Status != store.StatusIdle || stored.Epoch != 0 || stored.LeaseOwner != "" {
+				t.Errorf("%s: answered %s, stored %+v; want idle", a.ID, a.Status, stored)
+			}
+			continue
+		}
+		if a.Status != store.StatusRunning || a.Epoch != 1 || a.Attempts != 1 || a.LeaseOwner != "o" || !a.LeaseExpires.Equal(lease) ||
+			!a.StartedAt.Equal(now) {
+			t.Errorf("started: answered %+v; want running at epoch 1, leased to o until %v, started at %v", a, lease, now)
+		}
+		if stored.Status != store.StatusRunning || stored.Epoch != 1 || stored.Attempts != 1 || stored.LeaseOwner != "o" ||
+			!stored.LeaseExpires.Equal(lease) || !stored.StartedAt.Equal(now) {
+			t.Errorf("started: stored %+v; want running at epoch 1, leased to o until %v, started at %v", stored, lease, now)
+		}
+	}
+	counts, err := s.Counts(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if counts[store.StatusRunning] != 1 || counts[store.StatusIdle] != 7 || counts[store.StatusCompleted] != 4 {
+		t.Errorf("counts %v; want 1 running (the started run), 7 idle, 4 completed", counts)
+	}
+	other, err := s.ClaimNext(ctx, store.ClaimNextRequest{Owner: "other", Now: now, LeaseUntil: lease, Processes: map[string]int{"next": 0}, Limit: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range other.Runs {
+		if r.ID == "started" {
+			t.Errorf("another node claimed the started run")
+		}
+	}
+	if _, err := s.Update(ctx, store.Update{RunID: "started", Epoch: 2, Action: store.ActionComplete, Now: now}); !errors.Is(err, store.ErrFenced) {
+		t.Errorf("end of the started run at epoch 2: %v, want ErrFenced", err)
+	}
+	done, err := s.Update(ctx, store.Update{RunID: "started", Epoch: 1, Action: store.ActionComplete, Now: now, Output: []byte(`1`)})
+	if err != nil || done.Run.Status != store.StatusCompleted {
+		t.Errorf("end of the started run at epoch 1: %v, %+v; want completed", err, done.Run)
+	}
+}

@@ -187,7 +187,9 @@ func heldEnds(rows string, params int, set, ret string) [4]string {
 // heldFollowUps are the WITH items that insert the follow-up runs of a
 // batch's ends of held runs, in the ends' statement, its parameters
 // numbered from first: each row's end (the ord of the attempt end that
-// admits it), then the run's columns. A row is inserted only if its end
+// admits it), then the run's columns, then its claim if its admission
+// starts it (starts: the lease owner's number and the lease's expiry,
+// NULL for a run admitted idle). A row is inserted only if its end
 // applied (its ord is among u's): a fenced end admits nothing. The ords
 // of u are read once, into an array that each row is tested against: as
 // a join (IN (SELECT ...)), the planner, which cannot estimate an
@@ -201,14 +203,15 @@ func heldFollowUps(first int) string {
 	return `,
 		c AS (
 			INSERT INTO $S.runs (id, process, event, correlation_id, parent_id, depth, status, payload, context, created_at,
-				priority, rate_key, conc_key, retry_at, group_key)
-			SELECT c.id, c.process, c.event, c.corr, c.parent, c.depth, 'idle', c.payload, c.context, c.created, c.priority, c.rate_key,
-				c.conc_key, c.retry_at, c.group_key
+				priority, rate_key, conc_key, retry_at, group_key, epoch, attempts, lease_node, lease_expires, started_at)
+			SELECT c.id, c.process, c.event, c.corr, c.parent, c.depth, CASE WHEN c.node IS NULL THEN 'idle' ELSE 'running' END,
+				c.payload, c.context, c.created, c.priority, c.rate_key, c.conc_key, c.retry_at, c.group_key,
+				(c.node IS NOT NULL)::int, (c.node IS NOT NULL)::int, c.node, c.lease, CASE WHEN c.node IS NOT NULL THEN c.created END
 			FROM unnest(` + p(0, "int") + `, ` + p(1, "text") + `, ` + p(2, "text") + `, ` + p(3, "text") + `, ` + p(4, "text") + `, ` +
 		p(5, "text") + `, ` + p(6, "int") + `, ` + p(7, "bytea") + `, ` + p(8, "bytea") + `, ` + p(9, "bigint") + `, ` + p(10, "int") + `, ` +
-		p(11, "text") + `, ` + p(12, "text") + `, ` + p(13, "bigint") + `, ` + p(14, "text") + `)
+		p(11, "text") + `, ` + p(12, "text") + `, ` + p(13, "bigint") + `, ` + p(14, "text") + `, ` + p(15, "int") + `, ` + p(16, "bigint") + `)
 				WITH ORDINALITY AS c(end_ord, id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key,
-					retry_at, group_key, ord)
+					retry_at, group_key, node, lease, ord)
 			WHERE c.end_ord = ANY(ARRAY(SELECT ord FROM u))
 			ORDER BY c.ord
 			RETURNING seq, id, correlation_id, parent_id),

@@ -336,7 +336,11 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 				switch {
 				case k == heldFollowUpRow: // a follow-up run (its id read as then)
 					follow.seqs[e.then] = seq
-					w.moved("", store.StatusIdle)
+					if follow.started[e.then] {
+						w.moved("", store.StatusRunning)
+					} else {
+						w.moved("", store.StatusIdle)
+					}
 					continue
 				case k < 0: // an effect outcome (heldWithEffects)
 					eff.done[eff.idx[-1-k]] = true
@@ -411,12 +415,13 @@ func finishArgs[T int64 | string](cs []*cmd, idx []int, args []sets, run func(in
 // inserted by the ends' own statement (heldFollowUps); the others by a
 // statement of their own (insChildren, queue) once the ends are known.
 type followUps struct {
-	cs   []*cmd
-	idx  []int
-	done []bool
-	args []any
-	seqs map[string]int64
-	sent bool // inserted by the ends' statement
+	cs      []*cmd
+	idx     []int
+	done    []bool
+	args    []any
+	seqs    map[string]int64
+	sent    bool            // inserted by the ends' statement
+	started map[string]bool // the runs the ends' statement admitted running (starts)
 }
 
 // followUps returns the follow-up runs of the attempt ends cs[i], i in
@@ -446,9 +451,47 @@ func (w *wtx) followUps(cs []*cmd, idx []int, done []bool, inEnds bool) *followU
 	}
 	f := &followUps{cs: cs, idx: idx, done: done, seqs: make(map[string]int64, len(rows.ids)), sent: inEnds, args: rows.args()}
 	if inEnds {
-		f.args = append([]any{ends}, f.args...)
+		nodes, leases := w.starts(cs, idx, f)
+		f.args = append(append([]any{ends}, f.args...), nodes, leases)
 	}
 	return f
+}
+
+// starts are the claims of the follow-up runs of the ends cs[i], i in
+// idx, that their admissions start (store.Admission.Start), as the ends'
+// statement takes them: each row's lease owner's number and lease expiry,
+// NULL for a run admitted idle. A run starts only if nothing at admission
+// holds it back (no bound, flow key, group key or delay) and its owner
+// has a number this store knows (it does when the owner claimed the
+// ending run here). f records the runs started.
+func (w *wtx) starts(cs []*cmd, idx []int, f *followUps) ([]*int32, []*int64) {
+	var nodes []*int32
+	var leases []*int64
+	for _, i := range idx {
+		a := cs[i].fin.u.Children
+		if a == nil {
+			continue
+		}
+		var node *int32
+		if a.Start != nil && notBefore(a) == nil {
+			if n, ok := w.s.knownOwnerNum(a.Start.Owner); ok {
+				node = &n
+			}
+		}
+		for k := range a.Runs {
+			nr := &a.Runs[k]
+			if node == nil || !nr.Start || nr.Limit > 0 || nr.RateKey != "" || nr.ConcurrencyKey != "" || nr.GroupKey != "" {
+				nodes, leases = append(nodes, nil), append(leases, nil)
+				continue
+			}
+			if f.started == nil {
+				f.started = map[string]bool{}
+			}
+			f.started[nr.ID] = true
+			nodes, leases = append(nodes, node), append(leases, ns(a.Start.LeaseUntil))
+		}
+	}
+	return nodes, leases
 }
 
 // runRows are the columns of runs to insert without a lookup (insChildren:
@@ -517,8 +560,10 @@ func (f *followUps) queue(b *pgx.Batch, sql string) {
 
 // admitted answers each parent's end with its follow-up runs, once the
 // transaction committed. Each has its seq: the statement inserts every
-// row or fails, and the transaction with it.
-func (f *followUps) admitted() {
+// row or fails, and the transaction with it. The runs admitted running
+// are as their claim left them (scanClaimed), and h remembers them.
+func (f *followUps) admitted(h *heldRuns) {
+	var started []store.Run
 	for _, i := range f.idx {
 		c := f.cs[i]
 		a := c.fin.u.Children
@@ -527,9 +572,16 @@ func (f *followUps) admitted() {
 		}
 		c.fin.res.Children.Admitted = c.fin.res.Children.Admitted[:0]
 		for k := range a.Runs {
-			c.fin.res.Children.Admitted = append(c.fin.res.Children.Admitted, admittedRun(a, &a.Runs[k], f.seqs[a.Runs[k].ID]))
+			r := admittedRun(a, &a.Runs[k], f.seqs[a.Runs[k].ID])
+			if f.started[r.ID] {
+				r.Status, r.Epoch, r.Attempts, r.StartedAt = store.StatusRunning, 1, 1, r.CreatedAt
+				r.LeaseOwner, r.LeaseExpires = a.Start.Owner, time.Unix(0, a.Start.LeaseUntil.UnixNano())
+				started = append(started, r)
+			}
+			c.fin.res.Children.Admitted = append(c.fin.res.Children.Admitted, r)
 		}
 	}
+	h.remember(started)
 }
 
 // refuse sets the error of every command not done: ErrNotFound when its

@@ -267,7 +267,7 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	}
 	committed = true
 	for _, f := range w.follow {
-		f.admitted()
+		f.admitted(&s.held)
 	}
 	if w.ready {
 		s.notify.committed(notified)

@@ -51,12 +51,13 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 	}
 	// A follow-up run for each end: its end's ord, id, process, event,
 	// correlation and parent ids, depth, payload, context, admission
-	// time, priority, keys, start time and group key.
+	// time, priority, keys, start time, group key and claim (node and
+	// lease expiry).
 	fids, nostr, noint, nobig := make([]string, n), make([]*string, n), make([]*int32, n), make([]*int64, n)
 	for i := range n {
 		fids[i] = fmt.Sprintf("f%d", i)
 	}
-	follow := []any{ords, fids, strs, strs, nostr, nostr, ords, blobs, blobs, eps, noint, nostr, nostr, nobig, nostr}
+	follow := []any{ords, fids, strs, strs, nostr, nostr, ords, blobs, blobs, eps, noint, nostr, nostr, nobig, nostr, noint, nobig}
 	type planCase struct {
 		name, sql string
 		args      []any

@@ -529,8 +529,8 @@ var coreMutations = []Mutation{
 		Guarantee: "a run of priority above 0 joins a full queue and overtakes the backlog",
 		Edits: []Edit{{
 			File: "lifecycle.go",
-			Old:  "emitted && r.Priority <= 0 {",
-			New:  "emitted {",
+			Old:  "case emitted && r.Priority <= 0:",
+			New:  "case emitted:",
 		}},
 		Tests: []Test{memConf("Queue/UrgentAndWaitedRunsJoinAFullQueue"), sqlConf("Queue/UrgentAndWaitedRunsJoinAFullQueue")},
 	},
@@ -1428,6 +1428,50 @@ var pgMutations = []Mutation{
 			New:  "func plainCompletion(f *finish, a *sets) bool {\n\treturn true || ",
 		}},
 		Tests: []Test{pgTest("TestPlainCompletion")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "chain-stage-not-started-here",
+		Guarantee: "on a shared store, the engine that ends a chain's stage runs the next stage itself (admitted already claimed), when its process runs there with no cap or flow limit",
+		Edits: []Edit{{
+			File: "lifecycle.go",
+			Old:  "\tif e.node == nil || !a.NotBefore.IsZero() || !e.isState(stateStarted) {\n\t\treturn\n\t}",
+			New:  "\treturn",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestChainStageStartsOnItsEngine$"}},
+		Needs: pgURL,
+	},
+	{
+		Name:      "started-stage-kept-by-stopped-engine",
+		Guarantee: "a next stage admitted claimed by an engine that stopped meanwhile is handed back, idle for other engines",
+		Edits: []Edit{{
+			File: "shared.go",
+			Old:  "\tif n.stopped {\n\t\tn.mu.Unlock()\n\t\tn.handBack([]store.Run{*r})\n\t\treturn\n\t}\n",
+			New:  "",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestStartedStageHandedBackOnStop$"}},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-started-follow-up-ignores-flow-key",
+		Guarantee: "PostgreSQL: a follow-up run with a flow key (or a bound, a group key or a delay) is admitted idle even when its admission asks to start it",
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "!nr.Start || nr.Limit > 0 || nr.RateKey != \"\" ||",
+			New:  "!nr.Start || nr.Limit > 0 ||",
+		}},
+		Tests: []Test{pgTest("TestFollowUpsStartedByTheirEnd")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-started-follow-up-delayed",
+		Guarantee: "PostgreSQL: a delayed follow-up run is admitted idle, due at its time, even when its admission asks to start it",
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "if a.Start != nil && notBefore(a) == nil {",
+			New:  "if a.Start != nil {",
+		}},
+		Tests: []Test{pgTest("TestFollowUpsStartedByTheirEnd")},
 		Needs: pgURL,
 	},
 	{
