@@ -431,6 +431,8 @@ func (e *Engine) startHere(a *store.Admission, now time.Time) {
 			continue
 		}
 		nr.Start = true
-		a.Start = &store.Start{Owner: e.owner, LeaseUntil: now.Add(e.cfg.LeaseTimeout)}
+		if a.Start == nil {
+			a.Start = &store.Start{Owner: e.owner, LeaseUntil: now.Add(e.cfg.LeaseTimeout)}
+		}
 	}
 }
