@@ -42,10 +42,11 @@ var resumeBound = func() time.Duration {
 }()
 
 // TestNodesSurviveKills runs three engine processes on one schema, each
-// emitting runs with an effect while all of them execute, and SIGKILLs a
-// random one every 1.2 to 2 s, restarting it each time: six times, or, in
-// the long form (YELLA_LONG=1), at least thirty times and until 20,000
-// admissions were acknowledged. Every acknowledged admission must reach a
+// emitting runs with an effect and a second stage with an effect of its
+// own (started by the node that ends the first) while all of them
+// execute, and SIGKILLs a random one every 1.2 to 2 s, restarting it each
+// time: six times, or, in the long form (YELLA_LONG=1), at least thirty
+// times and until 20,000 admissions were acknowledged. Every acknowledged admission must reach a
 // terminal state, none may complete twice, no completed effect body may
 // run again, an effect left started must fence its run, and the runs a
 // killed node held must be taken from it by the others within resumeBound
@@ -69,7 +70,7 @@ func TestNodesSurviveKills(t *testing.T) {
 	cfg := func(name string) nodeConfig {
 		return nodeConfig{URL: url, Schema: st.Schema(), Name: name, Witness: filepath.Join(dir, "witness.jsonl"),
 			Acks: acks, Log: filepath.Join(dir, "writes-"+name+".log"),
-			Emit: emit, EmitEvery: emitEvery, EffectDelay: effectDelay, Effects: 1, Concurrency: concurrency,
+			Emit: emit, EmitEvery: emitEvery, EffectDelay: effectDelay, Effects: 1, Chain: true, Concurrency: concurrency,
 			Heartbeat: testHeartbeat, Timeout: testTimeout}
 	}
 	names := []string{"a", "b", "c"}

@@ -40,6 +40,10 @@ type nodeConfig struct {
 	EmitEvery   time.Duration
 	EffectDelay time.Duration // how long each effect body takes
 	Effects     int           // effects per run (1 or 2)
+	// Chain: each run, once its effects are done, is followed by a
+	// second stage with one effect of its own, which the node that ends
+	// the first stage starts itself (Engine: chains stay on their node).
+	Chain       bool
 	Concurrency int
 	Heartbeat   time.Duration // pgstore.Options.NodeHeartbeat
 	Timeout     time.Duration // pgstore.Options.NodeTimeout
@@ -156,10 +160,24 @@ func runNode(cfg nodeConfig) error {
 				return c.Error(err)
 			}
 		}
+		if cfg.Chain {
+			return c.OK(nil, yella.Then("job:done"))
+		}
 		return c.OK(nil)
 	}})
 	if err != nil {
 		return err
+	}
+	if cfg.Chain {
+		err = eng.Register(yella.Process{Name: "ship", On: "job:done", Run: func(c *yella.Ctx) yella.Result {
+			if err := effect(c, "ship"); err != nil {
+				return c.Error(err)
+			}
+			return c.OK(nil)
+		}})
+		if err != nil {
+			return err
+		}
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
