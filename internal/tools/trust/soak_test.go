@@ -21,11 +21,18 @@ import (
 // minutes retention.
 func TestSoak(t *testing.T) {
 	r := newResult(t, "soak")
-	rate, load, retention := 40.0, 75*time.Second, 15*time.Second
+	// The warm-up ends once retention frees pages as fast as new runs take
+	// them: a run is deleted by the first sweep after it has been complete
+	// for the retention (sweeps come every retention/2, at most a minute
+	// apart), and the database file grows only when a checkpoint copies
+	// pages past its end, so the file reaches its steady size a little
+	// later. The short form's file stops growing about 38 s in (2.5 times
+	// its retention): its warm-up is 3 times the retention; the long form's
+	// 20 minutes are twice its retention and 9 minutes past the sweep.
+	rate, load, retention, warmup := 40.0, 75*time.Second, 15*time.Second, 45*time.Second
 	if *long {
-		rate, load, retention = 100, 70*time.Minute, 10*time.Minute
+		rate, load, retention, warmup = 100, 70*time.Minute, 10*time.Minute, 20*time.Minute
 	}
-	warmup := 2 * retention // by then retention prunes as fast as runs complete
 	scn := bench.Scenario{ID: "trust-soak", Label: "Soak, API mixed with retention", Family: "api-mixed", Kind: "soak", Visibility: "internal",
 		Description: "The api-mixed workload at a steady rate with retention on.",
 		Concurrency: 200, Retry: bench.RetrySpec{Max: 2, Base: 300 * time.Millisecond}, Retention: retention,
