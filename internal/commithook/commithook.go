@@ -29,6 +29,12 @@ func Set(f Func) (restore func()) {
 	return func() { hook.Store(prev) }
 }
 
+// Installed reports whether a hook is installed. A writer that can send
+// COMMIT in the round trip of its batch's statements (pgstore's) sends it
+// on its own while one is, so that the hook runs as Func says: after the
+// statements, inside the transaction.
+func Installed() bool { return hook.Load() != nil }
+
 // BeforeCommit runs the installed hook, if any, for the store of db.
 func BeforeCommit(db string) error {
 	if f := hook.Load(); f != nil {

@@ -162,21 +162,19 @@ func (w *wtx) queueClaimCmd(b *pgx.Batch, c *claimCmd) func() error {
 
 // queuePromote queues in b the promotion of up to req.Limit waiting runs
 // of procs whose deadline has passed at req.Now to idle runs due now
-// (promoteDue), which the claims queued after it see; next is set to the
-// earliest deadline after req.Now of the others (nil: none).
+// (promoteDue, which counts them), which the claims queued after it see;
+// next is set to the earliest deadline after req.Now of the others (nil:
+// none). It wakes no node: the claim that made them idle claims them, or
+// reports them left (More).
 func (w *wtx) queuePromote(b *pgx.Batch, req *store.ClaimNextRequest, procs []string, next **int64) {
-	b.Queue(w.s.q.promoteDue, req.Now.UnixNano(), procs, req.Limit).QueryRow(func(row pgx.Row) error {
+	b.Queue(w.s.q.promoteDue, req.Now.UnixNano(), procs, req.Limit, w.shard).QueryRow(func(row pgx.Row) error {
 		var n int64
-		if err := row.Scan(&n, next); err != nil {
-			return err
-		}
-		w.promoted(n)
-		return nil
+		return row.Scan(&n, next)
 	})
 }
 
-// promoted counts n waiting runs made idle by a claim. It wakes no node:
-// the claim that made them idle claims them, or reports them left (More).
+// promoted counts n waiting runs made idle by a claim of runs by id. It
+// wakes no node: the claim that made them idle claims them.
 func (w *wtx) promoted(n int64) {
 	if n > 0 {
 		w.counts[store.StatusWaiting] -= n
@@ -189,13 +187,13 @@ func (w *wtx) promoted(n int64) {
 const claimRoom = 128
 
 // queueClaim queues in b the claim of up to n runs of procs, appended to
-// res once b is sent: the plan settings, the claim, the settings back to
-// the session's.
+// res once b is sent: the plan settings, the claim (claimNext, which
+// counts them), the settings back to the session's.
 func (w *wtx) queueClaim(b *pgx.Batch, req *store.ClaimNextRequest, node int32, procs []string, n int, res *store.ClaimNextResult) {
 	for _, set := range claimPlan {
 		b.Queue(set)
 	}
-	b.Queue(w.s.q.claimNext, node, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n).Query(func(rows pgx.Rows) error {
+	b.Queue(w.s.q.claimNext, node, req.LeaseUntil.UnixNano(), req.Now.UnixNano(), procs, n, w.shard).Query(func(rows pgx.Rows) error {
 		// Room for the runs a claim usually returns, so the slice is not
 		// copied as it grows; not for n itself, which a large fleet makes
 		// far larger than the idle runs there are.
@@ -205,7 +203,6 @@ func (w *wtx) queueClaim(b *pgx.Batch, req *store.ClaimNextRequest, node int32, 
 			if res.Runs, err = appendClaimed(res.Runs, rows, req); err != nil {
 				return err
 			}
-			w.moved(store.StatusIdle, store.StatusRunning)
 		}
 		return rows.Err()
 	})
@@ -232,7 +229,14 @@ func (w *wtx) claimed(req *store.ClaimNextRequest, all []string, res *store.Clai
 	}
 	var next *int64
 	if err := w.tx.QueryRow(w.ctx, w.s.q.claimMore, all, req.Now.UnixNano()).Scan(&res.More, &next); err != nil {
-		return err
+		if !w.committed {
+			return err
+		}
+		// Read after the claim committed: its runs are claimed, and
+		// reporting runs left makes the caller claim again, which finds
+		// whether there are.
+		res.More = true
+		return nil
 	}
 	if next == nil || waitNext != nil && *waitNext < *next {
 		next = waitNext

@@ -33,7 +33,7 @@ func TestClaimReadsIdleRunsInOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	text := explain(t, tx, s.q.claimNext, int32(1), int64(2), int64(1), []string{"p"}, 30)
+	text := explain(t, tx, s.q.claimNext, int32(1), int64(2), int64(1), []string{"p"}, 30, int32(1))
 	if strings.Contains(text, "Sort") || strings.Contains(text, "Bitmap Heap Scan on runs runs") || !strings.Contains(text, "Index Scan using runs_idle") {
 		t.Errorf("the claim does not read runs_idle in order:\n%s", text)
 	}
@@ -141,7 +141,7 @@ func TestWaitStatementsReadTheirIndexes(t *testing.T) {
 		args      []any
 		want      []string
 	}{
-		{"promotion", s.q.promoteDue, []any{int64(10000), []string{"p"}, 30}, []string{"Limit", "Index Scan using runs_wait_due"}},
+		{"promotion", s.q.promoteDue, []any{int64(10000), []string{"p"}, 30, int32(1)}, []string{"Limit", "Index Scan using runs_wait_due"}},
 		{"signal", s.q.sigFirst, []any{"k20"}, []string{"Index Scan using runs_wait_key"}},
 		{"kept signal", s.q.sigTake, []any{"k20", int64(10)}, []string{"Index Scan using signals_key"}},
 	} {

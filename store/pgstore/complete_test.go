@@ -88,8 +88,8 @@ func TestCompletionFormWritesAsGeneralForm(t *testing.T) {
 		sql  string
 		args []any
 	}{
-		{s.q.finishHeld[0], finishArgs(cs, idx, args, func(i int) int64 { return seqs[0][i] })},
-		{s.q.completeHeld[0], completeArgs(cs, idx, args, held)},
+		{s.q.finishHeld[0], append(finishArgs(cs, idx, args, func(i int) int64 { return seqs[0][i] }), int32(1))},
+		{s.q.completeHeld[0], append(completeArgs(cs, idx, args, held), int32(1))},
 	} {
 		rows, err := tx.Query(ctx, q.sql, q.args...)
 		if err != nil {

@@ -210,6 +210,10 @@ type Stats struct {
 	// the seqs their claims returned (heldRuns) and read back only what
 	// the claims did not.
 	HeldEnds int64
+	// OneTrip are the transactions committed in the round trip of their
+	// statements: attempt ends of held runs, effect records and claims of
+	// processes with no cap or flow limit, each counting what it changes.
+	OneTrip int64
 }
 
 // Open connects to the database at url (a PostgreSQL connection string:

@@ -142,6 +142,32 @@ const (
 	heldWithFollowUps
 )
 
+// countsItem is a WITH item named n that adds to the status counts the
+// changes a statement's other items made: deltas is a query of (status,
+// change) rows, summed per status, and the shard is parameter p (the
+// writer's row, see shardOf). A statement that counts its own changes
+// needs no count from its answer, so a transaction whose every statement
+// does sends its COMMIT with them (see tryBatch). The writers of two
+// stores rarely share a shard; when they do, their transactions may take
+// the rows' locks in different orders, and a deadlock between them fails
+// one, which is then tried again as any is (runBatch).
+func countsItem(p int, deltas string) string {
+	return `n AS (
+			INSERT INTO $S.counts (shard, status, n)
+			SELECT $` + strconv.Itoa(p) + `::int, st, sum(d) FROM (` + deltas + `) AS d(st, d) GROUP BY st HAVING sum(d) <> 0
+			ON CONFLICT (shard, status) DO UPDATE SET n = $S.counts.n + excluded.n)`
+}
+
+// endDeltas are the count changes of the attempt ends u (running to each
+// end's status), followUpDeltas those of the follow-up runs c (new runs,
+// idle or started), and claimDeltas those of the claimed runs u (idle to
+// running).
+const (
+	endDeltas      = `SELECT status, 1 FROM u UNION ALL SELECT 'running', -1 FROM u`
+	followUpDeltas = ` UNION ALL SELECT status, 1 FROM c`
+	claimDeltas    = `SELECT 'idle', -1 FROM u UNION ALL SELECT 'running', 1 FROM u`
+)
+
 // heldEnds are the statements that end attempts of runs this store holds
 // from their claims (heldRuns), named by seq ($2) instead of id: no
 // lookup, and only what the claim did not return comes back. The rows
@@ -168,9 +194,13 @@ func heldEnds(rows string, params int, set, ret string) [4]string {
 			effects, next = `
 		f AS (`+effFinishHeld(next)+`),`, next+8
 		}
+		deltas := endDeltas
 		if k&heldWithFollowUps != 0 {
-			more, out = heldFollowUps(next), heldEndOut+`, 0::bigint`
+			more, out, deltas = heldFollowUps(next), heldEndOut+`, 0::bigint`, endDeltas+followUpDeltas
+			next += 17
 		}
+		more += `,
+		` + countsItem(next, deltas)
 		if k&heldWithEffects != 0 {
 			tail = `
 		UNION ALL SELECT -1 - ord, '', '', '', '', ''` + strings.Repeat(`, 0`, k/heldWithFollowUps) + ` FROM f`
@@ -214,7 +244,7 @@ func heldFollowUps(first int) string {
 					retry_at, group_key, node, lease, ord)
 			WHERE c.end_ord = ANY(ARRAY(SELECT ord FROM u))
 			ORDER BY c.ord
-			RETURNING seq, id, correlation_id, parent_id),
+			RETURNING seq, id, correlation_id, parent_id, status),
 		m AS (INSERT INTO $S.run_ids (id, seq, correlation_id, parent_id) SELECT id, seq, correlation_id, parent_id FROM c)`
 }
 
@@ -419,11 +449,13 @@ func newQueries(schema string) queries {
 	// growing backlog (a new table has none), the planner would otherwise
 	// read every idle run of the processes (a bitmap of runs_idle) and
 	// sort them, at every claim.
-	q.claimNext = s(`UPDATE $S.runs r SET ` + claimSet + `
+	q.claimNext = s(`WITH u AS (UPDATE $S.runs r SET ` + claimSet + `
 		WHERE r.seq = ANY(ARRAY(
 			SELECT seq FROM $S.runs WHERE status = 'idle' AND (retry_at IS NULL OR retry_at <= $3) AND process = ANY($4)
 			ORDER BY ` + rankExpr + `, seq LIMIT $5 FOR UPDATE SKIP LOCKED))
-		RETURNING 0::bigint, ` + claimColsR)
+		RETURNING 0::bigint, ` + claimColsR + `),
+		` + countsItem(6, claimDeltas) + `
+		SELECT * FROM u`)
 	// Whether the processes ($1) have idle runs (the entries of
 	// runs_inflight with no lease owner, looked up per process as
 	// activeCounts does: a LIMIT keeps each lookup its own, which a join
@@ -459,7 +491,8 @@ func newQueries(schema string) queries {
 			WHERE r.seq = ANY(ARRAY(
 				SELECT seq FROM $S.runs WHERE status = 'waiting' AND retry_at IS NOT NULL AND retry_at <= $1 AND process = ANY($2)
 				ORDER BY retry_at LIMIT $3 FOR UPDATE SKIP LOCKED)) AND r.status = 'waiting'
-			RETURNING 1)
+			RETURNING 1),
+		` + countsItem(4, `SELECT 'idle', 1 FROM p UNION ALL SELECT 'waiting', -1 FROM p`) + `
 		SELECT (SELECT count(*) FROM p),
 			(SELECT retry_at FROM $S.runs WHERE status = 'waiting' AND retry_at > $1 AND process = ANY($2) ORDER BY retry_at LIMIT 1)`)
 

@@ -288,6 +288,7 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 		w.freedKey(&r)
 	}
 	if len(wide) > 0 {
+		w.answerCounts = true // counted by applied
 		b.Queue(w.s.q.finishMany, finishArgs(cs, wide, args, func(i int) string { return ids[i] })...).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var k int32
@@ -319,6 +320,19 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 			form, fargs = form|heldWithFollowUps, append(fargs, follow.args...)
 			w.follow = append(w.follow, follow)
 		}
+		fargs = append(fargs, w.shard)
+		// The statement counts what it changes (countsItem). Whether the
+		// nodes are woken is decided before its answer, which may come
+		// after the commit (tryBatch): when an end may make its run
+		// claimable again or free a concurrency key, or a follow-up run
+		// is admitted idle. An end found fenced costs a needless
+		// wake-up, no more.
+		for _, i := range fromClaim {
+			w.ready = w.ready || args[i].status == string(store.StatusIdle) || held[i].concKey != ""
+		}
+		if follow != nil && len(follow.started) < follow.runs {
+			w.ready = true
+		}
 		b.Queue(forms[form], fargs...).Query(func(rows pgx.Rows) error {
 			dest := make([]any, 6, 7)
 			var k int32
@@ -336,18 +350,13 @@ func (w *wtx) queueFinishMany(b *pgx.Batch, cs []*cmd, eff *outcomes) func() err
 				switch {
 				case k == heldFollowUpRow: // a follow-up run (its id read as then)
 					follow.seqs[e.then] = seq
-					if follow.started[e.then] {
-						w.moved("", store.StatusRunning)
-					} else {
-						w.moved("", store.StatusIdle)
-					}
 					continue
 				case k < 0: // an effect outcome (heldWithEffects)
 					eff.done[eff.idx[-1-k]] = true
 					continue
 				}
 				i := fromClaim[k]
-				applied(i, endedRun(&held[i], ids[i], &e, &args[i]))
+				cs[i].fin.res.Run, done[i] = endedRun(&held[i], ids[i], &e, &args[i]), true
 				w.held++
 			}
 			return rows.Err()
@@ -420,6 +429,7 @@ type followUps struct {
 	done    []bool
 	args    []any
 	seqs    map[string]int64
+	runs    int             // how many
 	sent    bool            // inserted by the ends' statement
 	started map[string]bool // the runs the ends' statement admitted running (starts)
 }
@@ -449,7 +459,7 @@ func (w *wtx) followUps(cs []*cmd, idx []int, done []bool, inEnds bool) *followU
 	if len(rows.ids) == 0 {
 		return nil
 	}
-	f := &followUps{cs: cs, idx: idx, done: done, seqs: make(map[string]int64, len(rows.ids)), sent: inEnds, args: rows.args()}
+	f := &followUps{cs: cs, idx: idx, done: done, runs: len(rows.ids), seqs: make(map[string]int64, len(rows.ids)), sent: inEnds, args: rows.args()}
 	if inEnds {
 		nodes, leases := w.starts(cs, idx, f)
 		f.args = append(append([]any{ends}, f.args...), nodes, leases)
@@ -598,27 +608,31 @@ func (w *wtx) refuse(cs []*cmd, done []bool, runOf func(*cmd) string, fenced err
 	}
 	exist := map[string]bool{}
 	rows, err := w.tx.Query(w.ctx, w.s.q.idsExist, missing)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return err
+	if err == nil {
+		for rows.Next() {
+			var id string
+			if err = rows.Scan(&id); err != nil {
+				break
+			}
+			exist[id] = true
 		}
-		exist[id] = true
+		rows.Close()
+		if err == nil {
+			err = rows.Err()
+		}
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+	if err != nil && !w.committed {
 		return err
 	}
 	for i, c := range cs {
 		if done[i] {
 			continue
 		}
+		// A read that failed after the batch committed cannot fail the
+		// batch: the commands refused are then told fenced, the answer
+		// for a run that exists, as it does unless it was never admitted.
 		c.err = fenced
-		if !exist[runOf(c)] {
+		if err == nil && !exist[runOf(c)] {
 			c.err = store.ErrNotFound
 		}
 	}

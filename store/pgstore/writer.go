@@ -36,10 +36,19 @@ type wtx struct {
 	s      *Store
 	ctx    context.Context
 	tx     *lazyTx
+	shard  int32 // the writer's row of the status counts
 	counts map[store.Status]int64
 	ready  bool // runs became claimable: wake the nodes
-	held   int  // attempt ends answered from their claims (Stats.HeldEnds)
-	follow []*followUps
+	// answerCounts is set when a statement of the batch's first round
+	// trip is counted from its answer (w.moved) rather than by itself
+	// (countsItem): the counts are then written after its answer.
+	answerCounts bool
+	// committed is set once the batch committed with its statements
+	// (tryBatch): a function that reads after them reads outside the
+	// transaction, and a read that fails then must not fail the batch.
+	committed bool
+	held      int // attempt ends answered from their claims (Stats.HeldEnds)
+	follow    []*followUps
 }
 
 // moved records that a run went from one status to another ("" for a new
@@ -181,7 +190,7 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 			tx.rollback()
 		}
 	}()
-	w := &wtx{s: s, ctx: ctx, tx: tx, counts: map[store.Status]int64{}}
+	w := &wtx{s: s, ctx: ctx, tx: tx, shard: shard, counts: map[store.Status]int64{}}
 	var fins []*cmd
 	var starts []*cmd
 	var finishes []*cmd
@@ -213,6 +222,26 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	after := []func() error{w.queueFinishMany(b, fins, eff), w.queueEffStartMany(b, starts), w.queueEffFinishMany(b, finishes, eff)}
 	for _, c := range claims {
 		after = append(after, w.queueClaimCmd(b, c.claim))
+	}
+	// When each of these statements counts what it changes (so no
+	// follow-up run is left to insert after their answers either) and no
+	// plain command comes after them, COMMIT is sent with them: the batch
+	// is one round trip. What the functions after them read (whether a
+	// claim left runs, whether a refused command's run exists) is then
+	// read once the batch committed.
+	if b.Len() > 0 && len(plain) == 0 && !w.answerCounts && !commithook.Installed() {
+		notified := w.ready && s.notify.queue(b)
+		b.Queue("COMMIT")
+		tx.withBegin(b)
+		if err := sendEnd(ctx, pc.Conn(), b); err != nil {
+			return err
+		}
+		committed, w.committed = true, true
+		for _, f := range after {
+			_ = f() // with w.committed set, it fails no command: the batch committed
+		}
+		s.batchCommitted(w, len(cmds), notified, true)
+		return nil
 	}
 	if b.Len() > 0 {
 		if err := w.tx.SendBatch(ctx, b).Close(); err != nil {
@@ -266,6 +295,14 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 		return err
 	}
 	committed = true
+	s.batchCommitted(w, len(cmds), notified, false)
+	return nil
+}
+
+// batchCommitted does what follows the commit of a batch of n commands
+// (in one round trip: oneTrip): its follow-up runs are answered, the
+// nodes woken, the batch counted.
+func (s *Store) batchCommitted(w *wtx, n int, notified, oneTrip bool) {
 	for _, f := range w.follow {
 		f.admitted(&s.held)
 	}
@@ -274,10 +311,12 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	}
 	s.statsMu.Lock()
 	s.stats.Batches++
-	s.stats.Commands += int64(len(cmds))
+	s.stats.Commands += int64(n)
 	s.stats.HeldEnds += int64(w.held)
+	if oneTrip {
+		s.stats.OneTrip++
+	}
 	s.statsMu.Unlock()
-	return nil
 }
 
 // hookName names the store for internal/commithook: its schema.
@@ -314,9 +353,9 @@ func sendEnd(ctx context.Context, conn *pgx.Conn, b *pgx.Batch) error {
 	return br.Close()
 }
 
-// queueCounts queues the addition of the batch's status changes to the
-// writer's shard, in status order (so two transactions never lock the
-// same rows in opposite orders).
+// queueCounts queues the addition of the batch's status changes that
+// were counted from its statements' answers (moved) to the writer's
+// shard, in status order.
 func (w *wtx) queueCounts(b *pgx.Batch, shard int32) {
 	var sts []string
 	var ds []int64

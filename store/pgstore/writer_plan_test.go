@@ -86,6 +86,8 @@ func TestWriterStatementsFindRowsByKey(t *testing.T) {
 				c.args = append(c.args, follow...)
 				c.want = append(c.want, "Insert on run_ids", "Filter: (end_ord = ANY (")
 			}
+			c.args = append(c.args, int32(1)) // the counts shard
+			c.want = append(c.want, "Insert on counts")
 			held = append(held, c)
 		}
 	}

@@ -1475,6 +1475,39 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-claim-not-counted",
+		Guarantee: "PostgreSQL: the status counts agree with the runs: a claim counts the runs it moves from idle to running",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "` + countsItem(6, claimDeltas) + `",
+			New:  "n AS (SELECT $6::int)",
+		}},
+		Tests: []Test{pgTest("TestBatchesCommitWithTheirStatements")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-one-trip-wake-up-lost",
+		Guarantee: "PostgreSQL: an attempt end that makes its run claimable again wakes the nodes, also when its batch commits with its statements",
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "w.ready = w.ready || args[i].status == string(store.StatusIdle) || held[i].concKey != \"\"",
+			New:  "w.ready = w.ready || held[i].concKey != \"\"",
+		}},
+		Tests: []Test{pgTest("TestBatchesCommitWithTheirStatements")},
+		Needs: pgURL,
+	},
+	{
+		Name:      "pg-one-trip-skips-plain-commands",
+		Guarantee: "PostgreSQL: a batch with plain commands runs them before its COMMIT",
+		Edits: []Edit{{
+			File: "store/pgstore/writer.go",
+			Old:  "if b.Len() > 0 && len(plain) == 0 && !w.answerCounts",
+			New:  "if b.Len() > 0 && !w.answerCounts",
+		}},
+		Tests: []Test{pgTest("TestBatchesCommitWithTheirStatements")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-migration-drops-lease-owners",
 		Guarantee: "PostgreSQL: schema version 9 keeps the lease owner of every running run, as a number",
 		Edits: []Edit{{
