@@ -97,8 +97,8 @@ func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCoun
 	defer pool.Close()
 	s := pgx.Identifier{schema}.Sanitize()
 	q := floorStatements(s)
-	if shape != "floor" && shape != "e2e" && w != "noop" {
-		return 0, 0, fmt.Errorf("the %s diagnostic runs no-op runs only, not %q", shape, w)
+	if shape != "floor" && shape != "e2e" && w != "noop" && (shape != "schema" || w != "effect") {
+		return 0, 0, fmt.Errorf("the %s diagnostic runs no-op runs only (schema: and one-effect runs), not %q", shape, w)
 	}
 	switch shape {
 	case "schema":
@@ -107,7 +107,7 @@ func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCoun
 			return 0, 0, err
 		}
 		st.Close()
-		q = floorOnEngineStatements(s)
+		q = floorOnEngineStatements(s, w == "effect")
 	case "cols":
 		if _, err := pool.Exec(ctx, fmt.Sprintf(floorDDL+floorColsDDL, s)); err != nil {
 			return 0, 0, err
@@ -282,9 +282,29 @@ func floorStatements(s string) floorSQL {
 }
 
 // floorOnEngineStatements are the no-op floor's statements on the engine's
-// runs table (times in Unix nanoseconds from the server's clock).
-func floorOnEngineStatements(s string) floorSQL {
+// runs table (times in Unix nanoseconds from the server's clock), or with
+// effect the one-effect floor's: its effect records in the engine's
+// effects table, each started with its run's epoch and completed with
+// its run.
+func floorOnEngineStatements(s string, effect bool) floorSQL {
 	const now = `(extract(epoch FROM clock_timestamp()) * 1e9)::bigint`
+	q := floorOnEngineNoop(s, now)
+	if effect {
+		q.start = `INSERT INTO ` + s + `.effects (run_seq, key, status, epoch, started_at)
+		SELECT r.seq, 'e1', 'started', r.epoch, ` + now + ` FROM unnest($1::bigint[], $2::bigint[]) i(seq, epoch)
+		JOIN ` + s + `.runs r ON r.seq = i.seq AND r.epoch = i.epoch AND r.status = 'running'`
+		// $4 (a chain's stage 2) is never set: the statement reads it so
+		// that it takes the workloads' arguments.
+		q.done = `WITH u AS (` + q.done + ` RETURNING r.seq)
+		UPDATE ` + s + `.effects e SET status = 'completed', output = '1', completed_at = ` + now + `
+		FROM u WHERE $3 AND NOT $4 AND e.run_seq = u.seq AND e.key = 'e1'`
+		q.workloads = true
+	}
+	return q
+}
+
+// floorOnEngineNoop are floorOnEngineStatements for no-op runs.
+func floorOnEngineNoop(s, now string) floorSQL {
 	return floorSQL{
 		insert: `WITH r AS (INSERT INTO ` + s + `.runs (id, process, event, status, payload, created_at)
 			SELECT gen_random_uuid()::text, 'noop', 'cap:noop', 'idle', p, ` + now + ` FROM unnest($1::bytea[]) p RETURNING id, seq)

@@ -108,7 +108,9 @@ var pgMeasurements = func() []measurement {
 			ms = append(ms, measurement{"cols-noop", "DIAGNOSTIC (not an engine): the floor's no-op work on its own table and index with the engine's run columns, admitted then drained", "runs/s", "floor-noop", func(childConfig) (result, error) {
 				return pgMeasure("cols", w, 1)
 			}})
-			ms = append(ms, measurement{"schema-noop", "DIAGNOSTIC (not an engine): the floor's no-op work on the engine's tables and indexes, admitted then drained", "runs/s", "floor-noop", func(childConfig) (result, error) {
+		}
+		if w == "noop" || w == "effect" {
+			ms = append(ms, measurement{"schema-" + w, fmt.Sprintf("DIAGNOSTIC (not an engine): the floor's %s work on the engine's tables and indexes, admitted then drained", map[string]string{"noop": "no-op", "effect": "one-effect"}[w]), "runs/s", "floor-" + w, func(childConfig) (result, error) {
 				return pgMeasure("schema", w, 1)
 			}})
 		}
