@@ -25,7 +25,10 @@
 //     takes every queued write (up to Options.MaxBatch), runs them in one
 //     transaction and answers the callers only after COMMIT. Attempt ends,
 //     effect records and heartbeats of one batch are one statement each
-//     (arrays and unnest), whatever their number.
+//     (arrays and unnest), whatever their number. A batch of attempt
+//     ends, effect records and claims of uncapped processes only, whose
+//     statements count the status changes they make, is one round trip:
+//     BEGIN, the statements and COMMIT in one pipeline.
 //   - Nodes and fencing. An engine joins as a node; its store heartbeats it
 //     on the database's clock (now()) every Options.NodeHeartbeat. A node
 //     whose heartbeat is older than Options.NodeTimeout is gone: the first
