@@ -258,16 +258,7 @@ func TestDebounceWakesNodes(t *testing.T) {
 	}
 	id := delayed(a, t0.Add(time.Hour)).Admitted[0].ID
 	time.Sleep(100 * time.Millisecond) // b's listener reports its own connection first
-	ready := make(chan struct{}, 1)
-	stop := b.Watch(func(c store.Change) {
-		if c&store.ChangeReady != 0 {
-			select {
-			case ready <- struct{}{}:
-			default:
-			}
-		}
-	})
-	defer stop()
+	ready := watchFor(t, b, store.ChangeReady)
 	res := delayed(a, time.Time{})
 	if len(res.Grouped) != 1 || res.Grouped[0].ID != id || !res.Grouped[0].RetryAt.IsZero() {
 		t.Fatalf("debounced to start at once: %+v", res)

@@ -43,6 +43,23 @@ func schemaFor(dir string) string {
 }
 
 // openIn opens a store on dir's schema, dropped when the test ends.
+// watchFor returns a channel that receives once s's watchers are told
+// of a change of kind (and holds one such signal at most), watched until
+// the test ends.
+func watchFor(t testing.TB, s *pgstore.Store, kind store.Change) <-chan struct{} {
+	ch := make(chan struct{}, 1)
+	stop := s.Watch(func(c store.Change) {
+		if c&kind != 0 {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	})
+	t.Cleanup(stop)
+	return ch
+}
+
 func openIn(t testing.TB, dir string, opts pgstore.Options) *pgstore.Store {
 	t.Helper()
 	url := pgURL(t)

@@ -28,36 +28,7 @@ func TestBatchesCommitWithTheirStatements(t *testing.T) {
 	admit(t, s, "p", 40, 0)
 	now := time.Now().Truncate(time.Microsecond)
 	rs := claimP(t, s, now, 40)
-	agree := func(step string) {
-		t.Helper()
-		counts, err := s.Counts(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		truth := map[store.Status]int64{}
-		rows, err := s.Pool().Query(ctx, "SELECT status, count(*) FROM "+s.Schema()+".runs GROUP BY status")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for rows.Next() {
-			var st string
-			var n int64
-			if err := rows.Scan(&st, &n); err != nil {
-				t.Fatal(err)
-			}
-			truth[store.Status(st)] = n
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		for _, st := range store.Statuses {
-			if counts[st] != truth[st] {
-				t.Errorf("%s: counts %v, the runs %v", step, counts, truth)
-				return
-			}
-		}
-	}
-	agree("after the claim")
+	checkCounts(t, s)
 	trips := s.Stats().OneTrip
 	if trips == 0 {
 		t.Errorf("the claim was not committed with its statements")
@@ -66,16 +37,7 @@ func TestBatchesCommitWithTheirStatements(t *testing.T) {
 	// Retries alone: the runs are claimable again, and the store's
 	// watchers hear it.
 	time.Sleep(200 * time.Millisecond) // the admission's wake-ups are past
-	ready := make(chan struct{}, 1)
-	stop := s.Watch(func(c store.Change) {
-		if c&store.ChangeReady != 0 {
-			select {
-			case ready <- struct{}{}:
-			default:
-			}
-		}
-	})
-	defer stop()
+	ready := watchFor(t, s, store.ChangeReady)
 	ends := func(rs []store.Run, end func(i int, r store.Run) error) []error {
 		errs := make([]error, len(rs))
 		var wg sync.WaitGroup
@@ -98,7 +60,7 @@ func TestBatchesCommitWithTheirStatements(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Errorf("no wake-up after runs were retried")
 	}
-	agree("after the retries")
+	checkCounts(t, s)
 
 	// One run taken over behind the store's back (as by a node that
 	// reclaimed it): its end is refused, fenced.
@@ -160,7 +122,7 @@ func TestBatchesCommitWithTheirStatements(t *testing.T) {
 			t.Errorf("admitted run %s: %v", id, err)
 		}
 	}
-	agree("after the ends")
+	checkCounts(t, s)
 	if s.Stats().OneTrip <= trips {
 		t.Errorf("no batch of ends was committed with its statements")
 	}
@@ -170,5 +132,5 @@ func TestBatchesCommitWithTheirStatements(t *testing.T) {
 	if err != nil || len(res.Runs) == 0 {
 		t.Fatalf("claim: %v, %d runs", err, len(res.Runs))
 	}
-	agree("after the second claim")
+	checkCounts(t, s)
 }

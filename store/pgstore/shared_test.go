@@ -232,16 +232,7 @@ func TestGoneNodeAnnounced(t *testing.T) {
 	a := openIn(t, dir, pgstore.Options{NodeHeartbeat: time.Hour, NodeTimeout: 2 * time.Hour})
 	b := openIn(t, dir, pgstore.Options{Schema: a.Schema(), NodeHeartbeat: 50 * time.Millisecond, NodeTimeout: 200 * time.Millisecond})
 	c := openIn(t, dir, pgstore.Options{Schema: a.Schema()})
-	gone := make(chan struct{}, 1)
-	stop := c.Watch(func(ch store.Change) {
-		if ch&store.ChangeGone != 0 {
-			select {
-			case gone <- struct{}{}:
-			default:
-			}
-		}
-	})
-	defer stop()
+	gone := watchFor(t, c, store.ChangeGone)
 	leaveA, err := a.Join(ctx, "silent")
 	if err != nil {
 		t.Fatal(err)
@@ -322,17 +313,8 @@ func TestWatchHearsOtherStores(t *testing.T) {
 	dir := t.TempDir()
 	a := openIn(t, dir, pgstore.Options{})
 	b := openIn(t, dir, pgstore.Options{Schema: a.Schema()})
-	ready := make(chan struct{}, 1)
 	time.Sleep(100 * time.Millisecond) // b's listener reports its own connection first
-	stop := b.Watch(func(c store.Change) {
-		if c&store.ChangeReady != 0 {
-			select {
-			case ready <- struct{}{}:
-			default:
-			}
-		}
-	})
-	defer stop()
+	ready := watchFor(t, b, store.ChangeReady)
 	admit(t, a, "p", 1, 0)
 	select {
 	case <-ready:

@@ -125,16 +125,7 @@ func TestWaitsAcrossNodes(t *testing.T) {
 	checkCounts(t, a)
 
 	time.Sleep(100 * time.Millisecond) // a's listener reports its own connection first
-	woken := make(chan struct{}, 1)
-	stop := a.Watch(func(c store.Change) {
-		if c&store.ChangeReady != 0 {
-			select {
-			case woken <- struct{}{}:
-			default:
-			}
-		}
-	})
-	defer stop()
+	woken := watchFor(t, a, store.ChangeReady)
 	waiter := admitFlow(t, a, "p", t0, 0, "", "", 1)[0]
 	waitAt(t, a, claimOne(t, a, waiter.ID, t0), "approval", "order-7", t0, time.Time{})
 	if res, err := b.ClaimNext(ctx, req(deadline.Add(1000*time.Hour))); err != nil || len(res.Runs) != 0 || res.More || !res.NextAt.IsZero() {
