@@ -1508,6 +1508,17 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-one-trip-failure-ignored",
+		Guarantee: "PostgreSQL: a batch sent with its COMMIT whose statement fails commits nothing and answers no caller as committed: each command is tried alone",
+		Edits: []Edit{{
+			File: "store/pgstore/writer.go",
+			Old:  "\t\ttx.withBegin(b)\n\t\tif err := sendEnd(ctx, pc.Conn(), b); err != nil {\n\t\t\treturn err\n\t\t}",
+			New:  "\t\ttx.withBegin(b)\n\t\t_ = sendEnd(ctx, pc.Conn(), b)",
+		}},
+		Tests: []Test{pgTest("TestOneTripBatchFailsWhole")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-migration-drops-lease-owners",
 		Guarantee: "PostgreSQL: schema version 9 keeps the lease owner of every running run, as a number",
 		Edits: []Edit{{
