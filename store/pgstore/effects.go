@@ -36,7 +36,7 @@ func (s *Store) StartEffect(ctx context.Context, runID string, epoch int64, key 
 
 // FinishEffect implements store.Store.
 func (s *Store) FinishEffect(ctx context.Context, runID string, epoch int64, key string, status store.EffectStatus, output json.RawMessage, errMsg string, now time.Time) error {
-	return s.do(ctx, &cmd{effFin: &effFinish{runID: runID, key: key, epoch: epoch, status: status, output: output, errMsg: errMsg, now: now}})
+	return s.do(ctx, &cmd{effFin: &effFinish{runID: runID, key: key, epoch: epoch, status: status, output: output, errMsg: pgText(errMsg), now: now}})
 }
 
 // QueueFinishEffect implements store.EffectQueue. With one writer (the
@@ -45,7 +45,7 @@ func (s *Store) FinishEffect(ctx context.Context, runID string, epoch int64, key
 // commit first on another writer, so it is made as FinishEffect makes it
 // before returning.
 func (s *Store) QueueFinishEffect(ctx context.Context, runID string, epoch int64, key string, status store.EffectStatus, output json.RawMessage, errMsg string, now time.Time) (wait func() error) {
-	c := &cmd{effFin: &effFinish{runID: runID, key: key, epoch: epoch, status: status, output: output, errMsg: errMsg, now: now}}
+	c := &cmd{effFin: &effFinish{runID: runID, key: key, epoch: epoch, status: status, output: output, errMsg: pgText(errMsg), now: now}}
 	if s.opts.Writers > 1 {
 		err := s.do(ctx, c)
 		return func() error { return err }

@@ -11,10 +11,11 @@ import (
 )
 
 // TestOneTripBatchFailsWhole: a batch sent with its COMMIT in one round
-// trip whose statement fails (here an attempt end whose error text holds
-// a NUL byte, which PostgreSQL's text refuses) commits nothing: its
-// COMMIT is never run, and each command is then tried alone, so the bad
-// one fails and the others commit, each once.
+// trip whose statement fails (here the effect starts, one of which has a
+// key with a NUL byte, which PostgreSQL's text refuses: the engine never
+// sends one) commits nothing: its COMMIT is never run, and each command
+// is then tried alone, so the bad one fails and the others commit, each
+// once.
 func TestOneTripBatchFailsWhole(t *testing.T) {
 	ctx := context.Background()
 	s := planStore(t, "onetripfail")
@@ -56,10 +57,8 @@ func TestOneTripBatchFailsWhole(t *testing.T) {
 		errs <- err
 	}()
 	go func() {
-		_, err := s.Update(ctx, store.Update{RunID: "bad", Epoch: epoch["bad"], Action: store.ActionFail, Now: now, Error: "bad\x00byte"})
-		if err == nil {
-			err = errors.New("the bad end was accepted")
-		} else {
+		err := errors.New("the effect start with a NUL byte in its key was accepted")
+		if s.StartEffect(ctx, "bad", epoch["bad"], "k\x00", now) != nil {
 			err = nil
 		}
 		errs <- err
@@ -76,7 +75,7 @@ func TestOneTripBatchFailsWhole(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	// The batch failed whole; the good end and the effect start were
+	// The batch failed whole; the end and the good effect start were
 	// each committed alone, in one round trip.
 	if d := s.Stats().OneTrip - trips; d != 2 {
 		t.Errorf("%d batches committed in one round trip after the release, want 2 (the good end, the effect start, each alone)", d)
@@ -87,9 +86,11 @@ func TestOneTripBatchFailsWhole(t *testing.T) {
 			t.Errorf("run %s: %v, %s at epoch %d; want %s at epoch %d", id, err, r.Status, r.Epoch, want, epoch[id])
 		}
 	}
-	effs, err := s.Effects(ctx, "effect")
-	if err != nil || len(effs) != 1 || effs[0].Status != store.EffectStarted {
-		t.Errorf("the effect's records: %v %+v; want one, started", err, effs)
+	for id, want := range map[string]int{"effect": 1, "bad": 0} {
+		effs, err := s.Effects(ctx, id)
+		if err != nil || len(effs) != want || want == 1 && effs[0].Status != store.EffectStarted {
+			t.Errorf("the effect records of %s: %v %+v; want %d, started", id, err, effs, want)
+		}
 	}
 	counts, err := s.Counts(ctx)
 	if err != nil {
@@ -102,6 +103,26 @@ func TestOneTripBatchFailsWhole(t *testing.T) {
 		}
 		if counts[st] != n {
 			t.Errorf("Counts says %d %s runs, CountRuns %d", counts[st], st, n)
+		}
+	}
+}
+
+// TestPGText: messages are kept as they are unless PostgreSQL's text
+// cannot hold them; then each NUL byte and each invalid sequence becomes
+// U+FFFD, and nothing else changes.
+func TestPGText(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"", ""},
+		{"plain", "plain"},
+		{"ünïcode ✓", "ünïcode ✓"},
+		{"a\x00b", "a\uFFFDb"},
+		{"\x00\x00", "\uFFFD\uFFFD"},
+		{"bad \xff byte", "bad \uFFFD byte"},
+		{"cut \xe2\x9c", "cut \uFFFD"},
+		{"both \x00 and \xc3", "both \uFFFD and \uFFFD"},
+	} {
+		if got := pgText(c.in); got != c.want {
+			t.Errorf("pgText(%q) = %q, want %q", c.in, got, c.want)
 		}
 	}
 }

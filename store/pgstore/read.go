@@ -459,7 +459,7 @@ func (s *Store) AddErrors(ctx context.Context, es []store.ErrorRecord) error {
 	ats := make([]int64, n)
 	kinds, procs, runs, keys, ctxs, msgs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	for i, e := range es {
-		ats[i], kinds[i], procs[i], runs[i], keys[i], ctxs[i], msgs[i] = e.At.UnixNano(), e.Kind, e.Process, e.RunID, e.EffectKey, e.Context, e.Message
+		ats[i], kinds[i], procs[i], runs[i], keys[i], ctxs[i], msgs[i] = e.At.UnixNano(), e.Kind, e.Process, e.RunID, e.EffectKey, pgText(e.Context), pgText(e.Message)
 	}
 	return s.run(ctx, func(w *wtx) error {
 		_, err := w.tx.Exec(w.ctx, s.q.insError, ats, kinds, procs, runs, keys, ctxs, msgs)

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -882,6 +883,21 @@ func nullInt(v int) *int32 {
 	}
 	i := int32(v)
 	return &i
+}
+
+// pgText returns s as PostgreSQL's text can hold it: s itself when it is
+// valid UTF-8 without a NUL byte, as nearly every message is, else with
+// each NUL byte and each invalid sequence replaced by U+FFFD. The
+// free-form messages a store is given (a run's error, code and note, an
+// effect's error, an error record's message and context) pass through
+// it: a handler's error may quote any bytes (a response body, say), and
+// a statement that refused one would fail the run's end again at every
+// retry, leaving the run running and its engine unable to stop.
+func pgText(s string) string {
+	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
 
 func nullStr(s string) *string {

@@ -47,6 +47,7 @@ var finishes = sync.Pool{New: func() any { return new(finishCmd) }}
 // the run, its effects and its timeline in the same transaction.
 func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
 	defer s.held.forget(u.RunID) // whatever the update did, the claim's record is spent
+	u.Error, u.ErrorCode, u.Note = pgText(u.Error), pgText(u.ErrorCode), pgText(u.Note)
 	rule, err := u.Rule()
 	if err != nil {
 		return store.UpdateResult{}, s.notFoundOr(ctx, u.RunID, err)

@@ -1519,6 +1519,17 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-message-bytes-refused",
+		Guarantee: "PostgreSQL: a run whose failure message holds a NUL byte or invalid UTF-8 still ends, its message stored with those bytes replaced",
+		Edits: []Edit{{
+			File: "store/pgstore/update.go",
+			Old:  "\tu.Error, u.ErrorCode, u.Note = pgText(u.Error), pgText(u.ErrorCode), pgText(u.Note)\n",
+			New:  "",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestFailureMessageWithAnyBytesOnPostgres$"}},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-migration-drops-lease-owners",
 		Guarantee: "PostgreSQL: schema version 9 keeps the lease owner of every running run, as a number",
 		Edits: []Edit{{
