@@ -11,7 +11,8 @@ import (
 )
 
 // AdmitBatch implements store.Store: one command, so the admissions share
-// the batch transaction (the same admission code as Admit, in order), and
+// the batch transaction (the same admission code as Admit, in order;
+// committed by the bulk writer from bulkRuns runs on), and
 // a failure of any of them, even a store sentinel that alone would only
 // refuse its own command, fails the transaction, which is rolled back
 // whole.
@@ -19,7 +20,11 @@ func (s *Store) AdmitBatch(ctx context.Context, as []store.Admission) ([]store.A
 	out := make([]store.AdmitResult, len(as))
 	failed := -1      // the admission that failed, read once the command is done
 	oneByOne := false // set when a statement of several admissions failed
-	err := s.run(ctx, func(w *wtx) error {
+	runs := 0
+	for _, a := range as {
+		runs += len(a.Runs)
+	}
+	err := s.do(ctx, &cmd{bulk: runs >= bulkRuns, fn: func(w *wtx) error {
 		failed = -1
 		// The admission locks of every bounded process of the batch, and
 		// the locks of its groups, in one order, before any admission takes
@@ -83,7 +88,7 @@ func (s *Store) AdmitBatch(ctx context.Context, as []store.Admission) ([]store.A
 			i++
 		}
 		return nil
-	})
+	}})
 	if err == nil {
 		return out, nil
 	}

@@ -28,7 +28,9 @@
 //     (arrays and unnest), whatever their number. A batch of attempt
 //     ends, effect records and claims of uncapped processes only, whose
 //     statements count the status changes they make, is one round trip:
-//     BEGIN, the statements and COMMIT in one pipeline.
+//     BEGIN, the statements and COMMIT in one pipeline. An admission
+//     batch of many runs is committed by a bulk writer of its own, so
+//     that the node's claims and attempt ends never wait behind it.
 //   - Nodes and fencing. An engine joins as a node; its store heartbeats it
 //     on the database's clock (now()) every Options.NodeHeartbeat. A node
 //     whose heartbeat is older than Options.NodeTimeout is gone: the first
@@ -177,7 +179,8 @@ type Store struct {
 	channel string // the NOTIFY channel of the schema
 	q       queries
 
-	cmds    chan *cmd
+	cmds    chan *cmd // the group-commit writers' queue
+	bulk    chan *cmd // the bulk writer's (see bulkRuns)
 	writers sync.WaitGroup
 	closeMu sync.RWMutex
 	closed  bool
@@ -217,6 +220,9 @@ type Stats struct {
 	// statements: attempt ends of held runs, effect records and claims of
 	// processes with no cap or flow limit, each counting what it changes.
 	OneTrip int64
+	// Bulk are the transactions committed by the bulk writer: admission
+	// batches of many runs, committed apart from the other writes.
+	Bulk int64
 }
 
 // Open connects to the database at url (a PostgreSQL connection string:
@@ -251,6 +257,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		channel: "yella_" + opts.Schema,
 		q:       newQueries(pgx.Identifier{opts.Schema}.Sanitize()),
 		cmds:    make(chan *cmd, 4*opts.MaxBatch),
+		bulk:    make(chan *cmd, 64),
 	}
 	if err := migrate(ctx, pool, opts.Schema, s.q.schema, opts.MustExist, opts.NodeTimeout); err != nil {
 		pool.Close()
@@ -260,8 +267,10 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s.notify.init(s)
 	for i := range opts.Writers {
 		s.writers.Add(1)
-		go s.writer(shardOf(i))
+		go s.writer(shardOf(i), s.cmds)
 	}
+	s.writers.Add(1)
+	go s.writer(shardOf(opts.Writers), s.bulk)
 	s.bg.Add(2)
 	go s.heartbeats()
 	go s.listen(cfg.ConnConfig.Copy())
@@ -300,6 +309,7 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	close(s.cmds)
+	close(s.bulk)
 	s.closeMu.Unlock()
 	s.writers.Wait()
 	s.notify.stop()

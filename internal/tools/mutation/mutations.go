@@ -1508,6 +1508,17 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "pg-bulk-admissions-wait-for-writer",
+		Guarantee: "PostgreSQL: an admission batch of many runs is committed apart from the group-commit writer, so it goes on while the writer's transaction waits",
+		Edits: []Edit{{
+			File: "store/pgstore/batch.go",
+			Old:  "bulk: runs >= bulkRuns,",
+			New:  "bulk: false && runs >= bulkRuns,",
+		}},
+		Tests: []Test{pgTest("TestBulkAdmissionsCommitApart")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-one-trip-failure-ignored",
 		Guarantee: "PostgreSQL: a batch sent with its COMMIT whose statement fails commits nothing and answers no caller as committed: each command is tried alone",
 		Edits: []Edit{{
