@@ -128,10 +128,14 @@ func EffectIdempotencyKey(ctx context.Context) string {
 	return s
 }
 
+// isText reports whether s is text every store keeps as it is: valid
+// UTF-8 without a NUL byte (PostgreSQL's text refuses both).
+func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
+
 // checkKey refuses a key that no store can keep as text: invalid UTF-8,
 // or a NUL byte (a composite key, MakeKey, escapes any string).
 func checkKey(op, what, k string) *Error {
-	if !utf8.ValidString(k) || strings.IndexByte(k, 0) >= 0 {
+	if !isText(k) {
 		return &Error{Code: CodeInvalidPayload, Op: op, Msg: what + " " + strconv.Quote(k) + " holds invalid UTF-8 or a NUL byte (MakeKey encodes any string)"}
 	}
 	return nil

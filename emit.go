@@ -29,6 +29,12 @@ type emitOpts struct {
 // MaxGroupKeyBytes bounds the key of Singleton and Debounce.
 const MaxGroupKeyBytes = 512
 
+// MaxIdempotencyKeyBytes bounds an emission's idempotency key: every store
+// keeps it, and indexes it with the event and the process, as text (an
+// entry of a PostgreSQL index holds at most about 2.7 KB). Hash a longer
+// key, or one that is not text, before passing it.
+const MaxIdempotencyKeyBytes = 512
+
 // Singleton admits a run for a listening process only when no run of that
 // process emitted with the same key is idle, running or waiting: at most
 // one run per key is to run at a time (a sync per user, a rebuild per
@@ -66,7 +72,9 @@ func StartAt(t time.Time) EmitOption { return func(o *emitOpts) { o.at, o.delay 
 // Config.KeyRetention (7 days by default) has passed since the emission.
 // Repeats return the runs admitted before in Emission.Existing (and, for
 // runs already pruned, in Emission.Pruned too). A process dropped at its
-// cap does not consume the key.
+// cap does not consume the key. The key must be valid UTF-8 without a NUL
+// byte, at most MaxIdempotencyKeyBytes; an emission with another is
+// refused (CodeInvalidConfig).
 func IdempotencyKey(key string) EmitOption { return func(o *emitOpts) { o.key = key } }
 
 // Reason says why an emission admitted no new run.
@@ -185,6 +193,9 @@ func (e *Engine) admission(event string, payload any, o emitOpts) (*store.Admiss
 	}
 	if o.policy != store.GroupNone && (o.group == "" || len(o.group) > MaxGroupKeyBytes || checkKey("", "", o.group) != nil) {
 		return nil, &Error{Code: CodeInvalidConfig, Field: "Group", Msg: fmt.Sprintf("a Singleton or Debounce key must be 1 to %d bytes of UTF-8 without NUL, got %d bytes", MaxGroupKeyBytes, len(o.group))}
+	}
+	if len(o.key) > MaxIdempotencyKeyBytes || !isText(o.key) {
+		return nil, &Error{Code: CodeInvalidConfig, Field: "IdempotencyKey", Msg: fmt.Sprintf("an idempotency key must be at most %d bytes of UTF-8 without NUL, got %d bytes %s", MaxIdempotencyKeyBytes, len(o.key), quote(o.key[:min(len(o.key), 40)]))}
 	}
 	if o.window < 0 {
 		return nil, &Error{Code: CodeInvalidConfig, Field: "Debounce", Msg: fmt.Sprintf("debounce window must not be negative, got %v", o.window)}

@@ -84,7 +84,9 @@ type KeyOf struct {
 // SHA-256 ("sha256:…"), so an outsized payload field costs nothing more.
 type KeyFunc func(KeyOf) string
 
-// maxKeyLen bounds a stored key; longer ones are hashed.
+// maxKeyLen bounds a stored key; longer ones are hashed, and so are keys
+// that are not text (isText: a payload's string may hold a NUL byte,
+// which PostgreSQL's text refuses).
 const maxKeyLen = 128
 
 // KeyFromPayload returns a KeyFunc that reads a field of the payload by its dotted
@@ -142,7 +144,7 @@ func storedKey(name string, fn KeyFunc, k KeyOf) string {
 	if fn != nil {
 		key = fn(k)
 	}
-	if len(key) > maxKeyLen {
+	if len(key) > maxKeyLen || !isText(key) {
 		sum := sha256.Sum256([]byte(key))
 		key = "sha256:" + hex.EncodeToString(sum[:])
 	}
@@ -187,8 +189,8 @@ func validateFlow(p Process, bad func(field, format string, args ...any) error) 
 	}
 	if rl := p.RateLimit; rl != nil {
 		switch {
-		case strings.Contains(cmp.Or(rl.Name, p.Name), keySep):
-			return bad("RateLimit.Name", "must not hold control characters (process %q)", p.Name)
+		case strings.Contains(cmp.Or(rl.Name, p.Name), keySep) || !isText(rl.Name) || len(rl.Name) > maxNameBytes:
+			return bad("RateLimit.Name", "must be at most %d bytes of UTF-8 without control characters (process %q)", maxNameBytes, p.Name)
 		case rl.Limit <= 0:
 			return bad("RateLimit.Limit", "must be positive, got %d (process %q)", rl.Limit, p.Name)
 		case rl.Per <= 0:
@@ -201,8 +203,8 @@ func validateFlow(p Process, bad func(field, format string, args ...any) error) 
 	}
 	if kc := p.KeyConcurrency; kc != nil {
 		switch {
-		case strings.Contains(cmp.Or(kc.Name, p.Name), keySep):
-			return bad("KeyConcurrency.Name", "must not hold control characters (process %q)", p.Name)
+		case strings.Contains(cmp.Or(kc.Name, p.Name), keySep) || !isText(kc.Name) || len(kc.Name) > maxNameBytes:
+			return bad("KeyConcurrency.Name", "must be at most %d bytes of UTF-8 without control characters (process %q)", maxNameBytes, p.Name)
 		case kc.Max <= 0:
 			return bad("KeyConcurrency.Max", "must be positive, got %d (process %q)", kc.Max, p.Name)
 		case kc.Key == nil:

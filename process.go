@@ -13,7 +13,8 @@ import (
 // the same event (fan-out); each emission creates one run per listener, in
 // registration order.
 type Process struct {
-	// Name identifies the process; unique per engine. Required.
+	// Name identifies the process; unique per engine. Required: at most
+	// 256 bytes of UTF-8 without NUL, as On and Version are.
 	Name string
 	// On is the event the process listens to. Required.
 	On string
@@ -214,6 +215,24 @@ func (p *registered) queueLimit() int {
 	return p.Overflow.QueueLimit()
 }
 
+// maxNameBytes bounds the names a store keeps with each run (a process's
+// name, its event and version, a limit's name, a schedule's name): the
+// runs' indexes hold them with a key, and an entry of a PostgreSQL index
+// holds at most about 2.7 KB.
+const maxNameBytes = 256
+
+// badName says what is wrong with a name (empty if nothing): it must be
+// text every store keeps (isText) and at most maxNameBytes.
+func badName(s string) string {
+	switch {
+	case !isText(s):
+		return fmt.Sprintf("must be UTF-8 without NUL, got %q", s)
+	case len(s) > maxNameBytes:
+		return fmt.Sprintf("must be at most %d bytes, got %d", maxNameBytes, len(s))
+	}
+	return ""
+}
+
 func validateProcess(p Process) error {
 	bad := func(field, format string, args ...any) error {
 		return &Error{Code: CodeInvalidConfig, Op: "register", Field: "Process." + field, Msg: fmt.Sprintf(format, args...)}
@@ -221,8 +240,14 @@ func validateProcess(p Process) error {
 	switch {
 	case p.Name == "":
 		return bad("Name", "is required")
+	case badName(p.Name) != "":
+		return bad("Name", "%s", badName(p.Name))
 	case p.On == "":
 		return bad("On", "is required (process %q)", p.Name)
+	case badName(p.On) != "":
+		return bad("On", "%s (process %q)", badName(p.On), p.Name)
+	case badName(p.Version) != "":
+		return bad("Version", "%s (process %q)", badName(p.Version), p.Name)
 	case p.Run == nil:
 		return bad("Run", "is required (process %q)", p.Name)
 	case p.Concurrency < 0:

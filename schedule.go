@@ -24,8 +24,9 @@ import (
 // of a shared store) hold the schedule and however often they restart:
 // every engine that reaches a tick emits it, and the store admits it once.
 type Schedule struct {
-	// Name identifies the schedule and its ticks; unique per engine.
-	// Renaming a schedule makes its ticks new ones.
+	// Name identifies the schedule and its ticks; unique per engine:
+	// at most 256 bytes of UTF-8 without NUL. Renaming a schedule makes
+	// its ticks new ones.
 	Name string
 	// Cron is the schedule: five fields (minute hour day-of-month month
 	// day-of-week, as crontab(5)), or @yearly, @monthly, @weekly, @daily,
@@ -115,8 +116,12 @@ func (e *Engine) AddSchedule(s Schedule) error {
 	switch {
 	case s.Name == "":
 		return bad("Name", "is required")
+	case badName(s.Name) != "":
+		return bad("Name", "%s", badName(s.Name))
 	case s.Event == "":
 		return bad("Event", "is required (schedule %q)", s.Name)
+	case badName(s.Event) != "":
+		return bad("Event", "%s (schedule %q)", badName(s.Event), s.Name)
 	case s.CatchUp < 0:
 		return bad("CatchUp", "must not be negative, got %v (schedule %q)", s.CatchUp, s.Name)
 	case e.cfg.KeyRetention > 0 && s.CatchUp > e.cfg.KeyRetention:

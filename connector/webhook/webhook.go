@@ -298,7 +298,7 @@ func (h *Handler) emitRefusal(event string, err error) *refusal {
 		return &refusal{http.StatusUnprocessableEntity, OutcomeUnroutable, fmt.Sprintf("no process listens to %q here", event), nil}
 	case yella.CodePayloadTooLarge:
 		return &refusal{http.StatusRequestEntityTooLarge, OutcomeTooLarge, err.Error(), nil}
-	case yella.CodeInvalidPayload:
+	case yella.CodeInvalidPayload, yella.CodeInvalidConfig: // the delivery's id or payload
 		return &refusal{http.StatusBadRequest, OutcomeMalformed, err.Error(), nil}
 	}
 	return &refusal{http.StatusServiceUnavailable, OutcomeEmitFailed, "the event could not be admitted now; retry later", err}

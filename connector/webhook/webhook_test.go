@@ -165,6 +165,10 @@ func TestRefusals(t *testing.T) {
 		{"oversize body", "POST", "/hooks/stripe", big, stripeReq("whsec_test", now, big), 413, OutcomeTooLarge},
 		{"no listener for the type", "POST", "/hooks/github", body, headers("X-Hub-Signature-256", "sha256="+signHex("gh", body), "X-GitHub-Delivery", "d1", "X-GitHub-Event", "star"), 422, OutcomeUnroutable},
 		{"no type for the template", "POST", "/hooks/github", body, headers("X-Hub-Signature-256", "sha256="+signHex("gh", body), "X-GitHub-Delivery", "d1"), 400, OutcomeMalformed},
+		// Its id is the emission's idempotency key, which no store keeps
+		// over yella.MaxIdempotencyKeyBytes: the sender's error, not one
+		// to retry.
+		{"delivery id too long", "POST", "/hooks/github", body, headers("X-Hub-Signature-256", "sha256="+signHex("gh", body), "X-GitHub-Delivery", strings.Repeat("d", yella.MaxIdempotencyKeyBytes), "X-GitHub-Event", "push"), 400, OutcomeMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := count(h, tc.outcome)

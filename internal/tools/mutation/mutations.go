@@ -1530,6 +1530,37 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "flow-key-not-text-stored-raw",
+		Guarantee: "a rate or concurrency key read from a payload may hold any string: one that is not text is stored hashed, so PostgreSQL keeps it and the chain that admits it completes",
+		Edits: []Edit{{
+			File: "flow.go",
+			Old:  "if len(key) > maxKeyLen || !isText(key) {",
+			New:  "if len(key) > maxKeyLen {",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestTextKeptOnEveryStore$"}},
+		Needs: pgURL,
+	},
+	{
+		Name:      "idempotency-key-unchecked",
+		Guarantee: "an idempotency key that no store keeps as it is (a NUL byte, invalid UTF-8, over MaxIdempotencyKeyBytes) is refused with CodeInvalidConfig on every store",
+		Edits: []Edit{{
+			File: "emit.go",
+			Old:  "if len(o.key) > MaxIdempotencyKeyBytes || !isText(o.key) {",
+			New:  "if false {",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestTextKeptOnEveryStore$"}},
+	},
+	{
+		Name:      "process-version-unchecked",
+		Guarantee: "a process whose version is not text (a NUL byte, invalid UTF-8) is refused at registration",
+		Edits: []Edit{{
+			File: "process.go",
+			Old:  "\tcase badName(p.Version) != \"\":\n\t\treturn bad(\"Version\", \"%s (process %q)\", badName(p.Version), p.Name)\n",
+			New:  "",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestNamesMustBeText$"}},
+	},
+	{
 		Name:      "pg-message-bytes-refused",
 		Guarantee: "PostgreSQL: a run whose failure message holds a NUL byte or invalid UTF-8 still ends, its message stored with those bytes replaced",
 		Edits: []Edit{{
