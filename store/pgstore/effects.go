@@ -31,11 +31,17 @@ type effFinish struct {
 
 // StartEffect implements store.Store.
 func (s *Store) StartEffect(ctx context.Context, runID string, epoch int64, key string, now time.Time) error {
+	if !isText(runID) {
+		return store.ErrNotFound
+	}
 	return s.do(ctx, &cmd{effStart: &effStart{runID: runID, key: key, epoch: epoch, now: now}})
 }
 
 // FinishEffect implements store.Store.
 func (s *Store) FinishEffect(ctx context.Context, runID string, epoch int64, key string, status store.EffectStatus, output json.RawMessage, errMsg string, now time.Time) error {
+	if !isText(runID) {
+		return store.ErrNotFound
+	}
 	return s.do(ctx, &cmd{effFin: &effFinish{runID: runID, key: key, epoch: epoch, status: status, output: output, errMsg: pgText(errMsg), now: now}})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,9 @@ func (s *Store) Run(ctx context.Context, id string) (store.Run, error) {
 	if err := s.readable(); err != nil {
 		return store.Run{}, err
 	}
+	if !isText(id) {
+		return store.Run{}, store.ErrNotFound
+	}
 	r, _, err := scanRun(s.pool.QueryRow(ctx, s.q.selRun, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, store.ErrNotFound
@@ -31,6 +35,7 @@ func (s *Store) RunsByID(ctx context.Context, ids []string) ([]store.Run, error)
 	if err := s.readable(); err != nil {
 		return nil, err
 	}
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !isText(id) })
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -89,7 +94,7 @@ func (s *Store) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error
 	if err := s.readable(); err != nil {
 		return nil, err
 	}
-	if f.Limit <= 0 {
+	if f.Limit <= 0 || !textFilter(f) {
 		return nil, nil
 	}
 	w, args := where(s.q.schema, &f, store.UniqueStatuses(f.Statuses))
@@ -118,10 +123,19 @@ func collectRuns(rows pgx.Rows) ([]store.Run, error) {
 	return out, rows.Err()
 }
 
+// textFilter reports whether f's strings are text (isText): one that is
+// not matches no run.
+func textFilter(f store.RunFilter) bool {
+	return isText(f.Process) && isText(f.Event) && isText(f.CorrelationID)
+}
+
 // CountRuns implements store.Store.
 func (s *Store) CountRuns(ctx context.Context, f store.RunFilter) (int64, error) {
 	if err := s.readable(); err != nil {
 		return 0, err
+	}
+	if !textFilter(f) {
+		return 0, nil
 	}
 	f.After = 0
 	w, args := where(s.q.schema, &f, store.UniqueStatuses(f.Statuses))
@@ -134,6 +148,9 @@ func (s *Store) CountRuns(ctx context.Context, f store.RunFilter) (int64, error)
 func (s *Store) Chain(ctx context.Context, correlationID string) ([]store.Run, error) {
 	if err := s.readable(); err != nil {
 		return nil, err
+	}
+	if !isText(correlationID) {
+		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, s.q.selChain, correlationID)
 	if err != nil {
@@ -155,6 +172,9 @@ func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEnt
 	var started, completed *int64
 	var status, errMsg, code string
 	var attempts, tl int
+	if !isText(runID) {
+		return nil, store.ErrNotFound
+	}
 	err := s.pool.QueryRow(ctx, s.q.selRunTL, runID).Scan(&seq, &status, &attempts, &created, &started, &completed, &errMsg, &code, &tl)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, store.ErrNotFound
@@ -196,6 +216,9 @@ func (s *Store) Timeline(ctx context.Context, runID string) ([]store.TimelineEnt
 func (s *Store) Effects(ctx context.Context, runID string) ([]store.Effect, error) {
 	if err := s.readable(); err != nil {
 		return nil, err
+	}
+	if !isText(runID) {
+		return nil, nil
 	}
 	rows, err := s.pool.Query(ctx, s.q.selEffects, runID)
 	if err != nil {

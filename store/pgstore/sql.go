@@ -894,11 +894,19 @@ func nullInt(v int) *int32 {
 // a statement that refused one would fail the run's end again at every
 // retry, leaving the run running and its engine unable to stop.
 func pgText(s string) string {
-	if utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 {
+	if isText(s) {
 		return s
 	}
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }
+
+// isText reports whether PostgreSQL's text keeps s as it is: valid UTF-8
+// without a NUL byte. A run id, process, event or chain id that is not
+// text names no stored run, so a lookup by one (an operator's request
+// may hold any bytes) finds nothing and a write to its run fails
+// ErrNotFound, as on the other stores, where the statement would have
+// failed as if the server were down.
+func isText(s string) bool { return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0 }
 
 func nullStr(s string) *string {
 	if s == "" {

@@ -47,6 +47,9 @@ var finishes = sync.Pool{New: func() any { return new(finishCmd) }}
 // the run, its effects and its timeline in the same transaction.
 func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult, error) {
 	defer s.held.forget(u.RunID) // whatever the update did, the claim's record is spent
+	if !isText(u.RunID) {
+		return store.UpdateResult{}, store.ErrNotFound
+	}
 	u.Error, u.ErrorCode, u.Note = pgText(u.Error), pgText(u.ErrorCode), pgText(u.Note)
 	rule, err := u.Rule()
 	if err != nil {
@@ -699,11 +702,17 @@ func (s *Store) claim(ctx context.Context, req store.ClaimRequest) ([]store.Run,
 
 // SetContext implements store.Store.
 func (s *Store) SetContext(ctx context.Context, runID string, epoch int64, c json.RawMessage) error {
+	if !isText(runID) {
+		return store.ErrNotFound
+	}
 	return s.attemptWrite(ctx, runID, s.q.setCtx, blob(c), runID, epoch)
 }
 
 // HoldRate implements store.Store.
 func (s *Store) HoldRate(ctx context.Context, runID string, epoch int64, tat time.Time) error {
+	if !isText(runID) {
+		return store.ErrNotFound
+	}
 	return s.attemptWrite(ctx, runID, s.q.holdRate, tat.UnixNano(), runID, epoch)
 }
 

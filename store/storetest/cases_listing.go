@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,6 +12,49 @@ import (
 // listingCases: run listings filtered on several statuses.
 func listingCases() []Case {
 	return []Case{
+		Case{Name: "Store/Lookups/StringsNoStoreKeeps", Fn: func(h *H) {
+			// An id, process, event or chain that is not text (a NUL
+			// byte, invalid UTF-8), as an operator's request may name,
+			// matches no run, as an unknown one does: the lookups find
+			// nothing and writes to its run fail ErrNotFound, rather than
+			// the store failing them as if it were down.
+			h.Admit("p", "ev", nil)
+			bad := "a\x00\xff"
+			ctx := h.Ctx()
+			if _, err := h.St.Run(ctx, bad); !errors.Is(err, store.ErrNotFound) {
+				h.Errorf("Run: %v, want ErrNotFound", err)
+			}
+			if rs, err := h.St.RunsByID(ctx, []string{bad}); err != nil || len(rs) != 0 {
+				h.Errorf("RunsByID: %v, %v; want none", rs, err)
+			}
+			for _, f := range []store.RunFilter{{Process: bad}, {Event: bad}, {CorrelationID: bad}} {
+				f.Limit = 10
+				if rs, err := h.St.Runs(ctx, f); err != nil || len(rs) != 0 {
+					h.Errorf("Runs(%+v): %v, %v; want none", f, rs, err)
+				}
+				if n, err := h.St.CountRuns(ctx, f); err != nil || n != 0 {
+					h.Errorf("CountRuns(%+v): %d, %v; want 0", f, n, err)
+				}
+			}
+			if rs, err := h.St.Chain(ctx, bad); err != nil || len(rs) != 0 {
+				h.Errorf("Chain: %v, %v; want none", rs, err)
+			}
+			if _, err := h.St.Timeline(ctx, bad); !errors.Is(err, store.ErrNotFound) {
+				h.Errorf("Timeline: %v, want ErrNotFound", err)
+			}
+			if es, err := h.St.Effects(ctx, bad); err != nil || len(es) != 0 {
+				h.Errorf("Effects: %v, %v; want none", es, err)
+			}
+			if _, err := h.St.Update(ctx, store.Update{RunID: bad, Epoch: 1, Now: h.Now(), To: store.StatusCompleted}); !errors.Is(err, store.ErrNotFound) {
+				h.Errorf("Update: %v, want ErrNotFound", err)
+			}
+			if err := h.St.StartEffect(ctx, bad, 1, "k", h.Now()); !errors.Is(err, store.ErrNotFound) {
+				h.Errorf("StartEffect: %v, want ErrNotFound", err)
+			}
+			if err := h.St.SetContext(ctx, bad, 1, nil); !errors.Is(err, store.ErrNotFound) {
+				h.Errorf("SetContext: %v, want ErrNotFound", err)
+			}
+		}},
 		Case{Name: "Store/Runs/RepeatedStatusesListOnce", Fn: func(h *H) {
 			for range 10 {
 				r := h.Claim(h.Admit("p", "ev", nil).ID, "o", time.Minute)

@@ -1561,6 +1561,17 @@ var pgMutations = []Mutation{
 		Tests: []Test{{Pkg: ".", Run: "^TestNamesMustBeText$"}},
 	},
 	{
+		Name:      "pg-lookup-by-non-text-fails",
+		Guarantee: "PostgreSQL: a run id that is not text (a NUL byte, invalid UTF-8) names no run: Run answers ErrNotFound, as the other stores do, not a server error",
+		Edits: []Edit{{
+			File: "store/pgstore/read.go",
+			Old:  "\tif !isText(id) {\n\t\treturn store.Run{}, store.ErrNotFound\n\t}\n",
+			New:  "",
+		}},
+		Tests: []Test{pgStore("Store/Lookups/StringsNoStoreKeeps")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-message-bytes-refused",
 		Guarantee: "PostgreSQL: a run whose failure message holds a NUL byte or invalid UTF-8 still ends, its message stored with those bytes replaced",
 		Edits: []Edit{{
