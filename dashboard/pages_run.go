@@ -9,8 +9,9 @@ import (
 	"github.com/yella-go/yella"
 )
 
-// maxChainRows bounds the chain list on a run page (a wide fan-out can
-// have thousands of runs); the trace page shows them all.
+// maxChainRows bounds the chain list on a run page, and the runs read
+// for it (a wide fan-out can have thousands of runs): the oldest are
+// listed; the trace page shows them all.
 const maxChainRows = 200
 
 // maxRetraced bounds the timelines a trace page reads to draw retried
@@ -131,7 +132,9 @@ func (s *server) runData(r *http.Request) (*runData, error) {
 	if err != nil {
 		return nil, err
 	}
-	chain, err := s.eng.Chain(ctx, id)
+	// The chain's oldest runs, not the whole chain: a fan-out may have
+	// any number of runs, each with its payload and output.
+	chain, err := s.eng.Runs(ctx, yella.RunQuery{CorrelationID: run.CorrelationID, Order: yella.OldestFirst, Limit: maxChainRows, WithTotal: true})
 	if err != nil {
 		return nil, err
 	}
@@ -147,11 +150,8 @@ func (s *server) runData(r *http.Request) (*runData, error) {
 	for _, e := range effs {
 		d.Effects = append(d.Effects, effectView{EffectRecord: e, Out: prettyJSON(e.Output), Took: sinceOrZero(e.StartedAt, e.CompletedAt)})
 	}
-	d.Chain = chainTree(chain, id)
-	if len(d.Chain) > maxChainRows {
-		d.More = len(d.Chain) - maxChainRows
-		d.Chain = d.Chain[:maxChainRows]
-	}
+	d.Chain = chainTree(chain.Runs, id)
+	d.More = max(int(chain.Total)-len(chain.Runs), 0)
 	return d, nil
 }
 

@@ -306,19 +306,37 @@ func ParseRunQuery(v url.Values) (yella.RunQuery, error) {
 }
 
 func (a *API) runs(w http.ResponseWriter, r *http.Request) {
+	q, ok := a.runQuery(w, r)
+	if !ok {
+		return
+	}
+	a.writeRuns(w, r, q, nil)
+}
+
+// runQuery parses a run listing's query, answering 400 (and false) for
+// a bad one.
+func (a *API) runQuery(w http.ResponseWriter, r *http.Request) (yella.RunQuery, bool) {
 	q, err := ParseRunQuery(r.URL.Query())
 	if err == nil && q.Limit > a.opts.MaxPageSize {
 		err = fmt.Errorf("limit must be a number from 1 to %d on this server, got %d", a.opts.MaxPageSize, q.Limit)
 	}
 	if err != nil {
 		a.fail(w, r, badRequest("INVALID_QUERY", err.Error()))
-		return
+		return q, false
 	}
+	return q, true
+}
+
+// writeRuns answers a page of the runs q selects: {"runs": [...],
+// "next": cursor, "total": n}. The page is read readBatch runs at a time
+// and encoded as it comes, so a read holds at most readBatch runs
+// whatever the page's size. If none is found and empty is set, it
+// answers empty's error instead.
+func (a *API) writeRuns(w http.ResponseWriter, r *http.Request, q yella.RunQuery, empty error) {
 	want := q.Limit
 	if want == 0 {
 		want = min(yella.DefaultPageSize, a.opts.MaxPageSize)
 	}
-	// The page is read readBatch runs at a time and encoded as it comes.
 	h := a.handlers()
 	b := a.newBody(r)
 	b.raw(`{"runs":[`)
@@ -330,6 +348,10 @@ func (a *API) runs(w http.ResponseWriter, r *http.Request) {
 		page, err := a.eng.Runs(r.Context(), bq)
 		if err != nil {
 			a.fail(w, r, err)
+			return
+		}
+		if n == 0 && len(page.Runs) == 0 && empty != nil {
+			a.fail(w, r, empty)
 			return
 		}
 		if bq.WithTotal {
@@ -401,23 +423,31 @@ func (a *API) run(w http.ResponseWriter, r *http.Request) {
 	a.send(w, r, http.StatusOK, b)
 }
 
+// chain lists the runs of the chain of the run id names (or of the
+// chain whose correlation id it is), oldest first, as a page of a run
+// listing: up to limit (MaxPageSize by default), with next for the rest,
+// read readBatch runs at a time. A chain may have any number of runs (a
+// fan-out's children), so it is never read whole.
 func (a *API) chain(w http.ResponseWriter, r *http.Request) {
-	runs, err := a.eng.Chain(r.Context(), r.PathValue("id"))
-	if err != nil {
-		a.fail(w, r, err)
+	q, ok := a.runQuery(w, r)
+	if !ok {
 		return
 	}
-	h := a.handlers()
-	b := a.newBody(r)
-	b.raw(`{"runs":[`)
-	for i, run := range runs {
-		if i > 0 {
-			b.raw(",")
-		}
-		b.value(h.runOf(run))
+	ctx, id := r.Context(), r.PathValue("id")
+	q.CorrelationID, q.Order = id, yella.OldestFirst
+	if q.Limit == 0 {
+		q.Limit = a.opts.MaxPageSize
 	}
-	b.raw("]}")
-	a.send(w, r, http.StatusOK, b)
+	run, err := a.eng.Run(ctx, id)
+	switch {
+	case err == nil:
+		q.CorrelationID = run.CorrelationID
+		a.writeRuns(w, r, q, nil)
+	case yella.CodeOf(err) == yella.CodeRunNotFound: // a chain whose root is gone, or none
+		a.writeRuns(w, r, q, err)
+	default:
+		a.fail(w, r, err)
+	}
 }
 
 func (a *API) trace(w http.ResponseWriter, r *http.Request) {

@@ -1572,6 +1572,26 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "api-chain-read-whole",
+		Guarantee: "GET /api/runs/{id}/chain (and a run listing) reads the store 100 runs at a time, never a whole chain at once",
+		Edits: []Edit{{
+			File: "httpapi/routes.go",
+			Old:  "bq.Limit, bq.WithTotal = min(want-n, readBatch), q.WithTotal && n == 0",
+			New:  "bq.Limit, bq.WithTotal = want-n, q.WithTotal && n == 0",
+		}},
+		Tests: []Test{{Pkg: "./httpapi", Run: "^TestChainReadInPages$"}},
+	},
+	{
+		Name:      "run-page-reads-whole-chain",
+		Guarantee: "a dashboard run page reads the oldest 200 runs of its chain, not the whole chain",
+		Edits: []Edit{{
+			File: "dashboard/pages_run.go",
+			Old:  "Limit: maxChainRows, WithTotal: true",
+			New:  "Limit: yella.MaxPageSize, WithTotal: true",
+		}},
+		Tests: []Test{{Pkg: "./dashboard", Run: "^TestRunPageReadsPartOfAWideChain$"}},
+	},
+	{
 		Name:      "pg-message-bytes-refused",
 		Guarantee: "PostgreSQL: a run whose failure message holds a NUL byte or invalid UTF-8 still ends, its message stored with those bytes replaced",
 		Edits: []Edit{{
