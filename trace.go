@@ -2,8 +2,11 @@ package yella
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"time"
+
+	"github.com/yella-go/yella/store"
 )
 
 // Trace is the timing of a whole chain, for a Gantt view: one span per
@@ -17,7 +20,21 @@ type Trace struct {
 	Gaps          []Gap         // by start time
 	Execution     time.Duration // the sum of every attempt's running time
 	Paused        time.Duration // the sum of the gaps
+	// More counts the chain's runs left out: a trace covers the oldest
+	// MaxTraceRuns runs of its chain.
+	More int
 }
+
+// MaxTraceRuns bounds the runs a trace covers, and so what it reads (a
+// timeline per run): a chain may have any number of runs (a fan-out's
+// children); a trace covers its oldest MaxTraceRuns and counts the rest
+// (Trace.More).
+const MaxTraceRuns = 1000
+
+// traceBatch is how many runs a trace reads from the store at a time,
+// keeping only their spans: a run's payload and output are never held
+// for more than one batch.
+const traceBatch = 100
 
 // Span is one run of a traced chain.
 type Span struct {
@@ -43,26 +60,52 @@ type Gap struct {
 const MinTraceGap = 50 * time.Millisecond
 
 // Trace returns the timing of the chain of runID (a run id or a
-// correlation id), from each run's timeline.
+// correlation id), from each run's timeline: of its oldest MaxTraceRuns
+// runs, read traceBatch at a time.
 func (e *Engine) Trace(ctx context.Context, runID string) (Trace, error) {
-	runs, err := e.Chain(ctx, runID)
-	if err != nil {
-		return Trace{}, err
+	corr := runID
+	if r, err := e.store.Run(ctx, runID); err == nil {
+		corr = r.CorrelationID
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return Trace{}, storeErr("trace", runID, err)
 	}
 	tr := Trace{}
 	byID := map[string]*Span{}
 	children := map[string][]string{}
 	var order []string
-	for _, r := range runs {
-		tl, err := e.Timeline(ctx, r.ID)
+	f := store.RunFilter{CorrelationID: corr, Order: store.OldestFirst}
+	for len(order) < MaxTraceRuns {
+		f.Limit = min(traceBatch, MaxTraceRuns-len(order))
+		runs, err := e.store.Runs(ctx, f)
 		if err != nil {
-			return Trace{}, err
+			return Trace{}, storeErr("trace", runID, err)
 		}
-		sp := spanOf(r, tl)
-		byID[r.ID] = &sp
-		order = append(order, r.ID)
-		tr.CorrelationID = r.CorrelationID
-		tr.Execution += sp.Running
+		for _, sr := range runs {
+			r := runOf(sr)
+			tl, err := e.Timeline(ctx, r.ID)
+			if err != nil {
+				return Trace{}, err
+			}
+			sp := spanOf(r, tl)
+			byID[r.ID] = &sp
+			order = append(order, r.ID)
+			tr.CorrelationID = r.CorrelationID
+			tr.Execution += sp.Running
+			f.After = sr.Seq
+		}
+		if len(runs) < f.Limit {
+			break
+		}
+	}
+	if len(order) == 0 {
+		return Trace{}, storeErr("trace", runID, store.ErrNotFound)
+	}
+	if len(order) == MaxTraceRuns {
+		n, err := e.store.CountRuns(ctx, store.RunFilter{CorrelationID: corr})
+		if err != nil {
+			return Trace{}, storeErr("trace", runID, err)
+		}
+		tr.More = max(int(n)-MaxTraceRuns, 0)
 	}
 	var roots []string
 	for _, id := range order {

@@ -246,13 +246,16 @@ type Trace struct {
 	PausedMs      float64    `json:"pausedMs"`
 	Spans         []Span     `json:"spans"`
 	Gaps          []Gap      `json:"gaps"`
+	// More counts the chain's runs the trace leaves out: it covers the
+	// oldest yella.MaxTraceRuns.
+	More int `json:"more,omitempty"`
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 func traceOf(t yella.Trace) Trace {
 	out := Trace{CorrelationID: t.CorrelationID, Start: ts(t.Start), End: ts(t.End), DurationMs: ms(t.End.Sub(t.Start)),
-		ExecutionMs: ms(t.Execution), PausedMs: ms(t.Paused), Spans: []Span{}, Gaps: []Gap{}}
+		ExecutionMs: ms(t.Execution), PausedMs: ms(t.Paused), Spans: []Span{}, Gaps: []Gap{}, More: t.More}
 	for _, s := range t.Spans {
 		out.Spans = append(out.Spans, Span{RunID: s.RunID, ParentID: s.ParentID, Process: s.Process, Event: s.Event, Status: s.Status,
 			Level: s.Level, Attempts: s.Attempts, QueuedAt: s.QueuedAt.UTC(), StartedAt: ts(s.StartedAt), EndedAt: ts(s.EndedAt), RunningMs: ms(s.Running)})

@@ -149,8 +149,8 @@ func getSize(b *testing.B, u string) (int, int64) {
 //     800 times, on 2,000 completed runs;
 //   - sse-300: 300 clients ask for the full replay of a full event ring
 //     (4,096 events) and never read; the probe watches for 5 s;
-//   - wide-chain: GET /api/runs/ID/chain of a fan-out of 1,000 runs with
-//     100 KB payloads each (100 MB in all).
+//   - wide-chain, wide-trace: GET /api/runs/ID/chain and /trace of a
+//     fan-out of 1,000 runs with 100 KB payloads each (100 MB in all).
 //
 // Run it with: go test -run '^$' -bench WorstRequests -benchtime 1x ./httpapi
 func BenchmarkWorstRequests(b *testing.B) {
@@ -190,35 +190,45 @@ func BenchmarkWorstRequests(b *testing.B) {
 			b.ReportMetric(float64(code), "status")
 		}
 	})
-	b.Run("wide-chain", func(b *testing.B) {
-		_, st, srv := worstEngine(b, 0)
-		ctx := context.Background()
-		pay := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`)
-		if _, err := st.Admit(ctx, store.Admission{Event: "webhook", Payload: pay, Runs: []store.NewRun{{ID: "wide-root", Process: "webhook-sink"}}, Now: time.Now()}); err != nil {
-			b.Fatal(err)
-		}
-		as := make([]store.Admission, 999)
-		for i := range as {
-			as[i] = store.Admission{Event: "webhook", Payload: pay, ParentID: "wide-root", CorrelationID: "wide-root", Depth: 1,
-				Runs: []store.NewRun{{ID: "wide-" + strconv.Itoa(i), Process: "webhook-sink"}}, Now: time.Now()}
-		}
-		if _, err := st.AdmitBatch(ctx, as); err != nil {
-			b.Fatal(err)
-		}
-		for b.Loop() {
-			p := startProbe()
-			start := time.Now()
-			code, n := getSize(b, srv.URL+"/api/runs/wide-root/chain")
-			b.ReportMetric(time.Since(start).Seconds(), "s/read")
-			p.report(b)
-			b.ReportMetric(float64(n)/(1<<20), "response-MB")
-			b.ReportMetric(float64(code), "status")
-		}
-	})
+	for _, c := range []struct{ name, path string }{{"wide-chain", "/chain"}, {"wide-trace", "/trace"}} {
+		b.Run(c.name, func(b *testing.B) {
+			srv := wideChain(b)
+			for b.Loop() {
+				p := startProbe()
+				start := time.Now()
+				code, n := getSize(b, srv.URL+"/api/runs/wide-root"+c.path)
+				b.ReportMetric(time.Since(start).Seconds(), "s/read")
+				p.report(b)
+				b.ReportMetric(float64(n)/(1<<20), "response-MB")
+				b.ReportMetric(float64(code), "status")
+			}
+		})
+	}
 	b.Run("sse-300", func(b *testing.B) {
 		eng, _, srv := worstEngine(b, 0)
 		slowSSEClients(b, eng, srv.URL)
 	})
+}
+
+// wideChain is worstEngine's server with a fan-out of 1,000 runs with
+// 100 KB payloads (100 MB in all), rooted at run wide-root.
+func wideChain(b *testing.B) *httptest.Server {
+	b.Helper()
+	_, st, srv := worstEngine(b, 0)
+	ctx := context.Background()
+	pay := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`)
+	if _, err := st.Admit(ctx, store.Admission{Event: "webhook", Payload: pay, Runs: []store.NewRun{{ID: "wide-root", Process: "webhook-sink"}}, Now: time.Now()}); err != nil {
+		b.Fatal(err)
+	}
+	as := make([]store.Admission, 999)
+	for i := range as {
+		as[i] = store.Admission{Event: "webhook", Payload: pay, ParentID: "wide-root", CorrelationID: "wide-root", Depth: 1,
+			Runs: []store.NewRun{{ID: "wide-" + strconv.Itoa(i), Process: "webhook-sink"}}, Now: time.Now()}
+	}
+	if _, err := st.AdmitBatch(ctx, as); err != nil {
+		b.Fatal(err)
+	}
+	return srv
 }
 
 // slowSSEClients fills the engine's event ring (1,400 runs of 3 events:

@@ -1592,6 +1592,26 @@ var pgMutations = []Mutation{
 		Tests: []Test{{Pkg: "./dashboard", Run: "^TestRunPageReadsPartOfAWideChain$"}},
 	},
 	{
+		Name:      "trace-reads-whole-chain",
+		Guarantee: "a trace reads its chain from the store 100 runs at a time, keeping only their spans",
+		Edits: []Edit{{
+			File: "trace.go",
+			Old:  "f.Limit = min(traceBatch, MaxTraceRuns-len(order))",
+			New:  "f.Limit = MaxTraceRuns - len(order)",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestTraceOfAWideChainIsBounded$"}},
+	},
+	{
+		Name:      "trace-more-not-counted",
+		Guarantee: "a trace of a chain wider than MaxTraceRuns says how many runs it leaves out",
+		Edits: []Edit{{
+			File: "trace.go",
+			Old:  "tr.More = max(int(n)-MaxTraceRuns, 0)",
+			New:  "tr.More = max(int(n)-MaxTraceRuns, 0) * 0",
+		}},
+		Tests: []Test{{Pkg: ".", Run: "^TestTraceOfAWideChainIsBounded$"}},
+	},
+	{
 		Name:      "pg-message-bytes-refused",
 		Guarantee: "PostgreSQL: a run whose failure message holds a NUL byte or invalid UTF-8 still ends, its message stored with those bytes replaced",
 		Edits: []Edit{{
