@@ -36,7 +36,7 @@ func TestFailureMessageWithAnyBytesOnPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	var r yella.Run
 	for {
 		if r, err = e.Run(ctx, em.Runs[0]); err == nil && r.Status == yella.StatusErrored || time.Now().After(deadline) {
@@ -47,7 +47,7 @@ func TestFailureMessageWithAnyBytesOnPostgres(t *testing.T) {
 	if err != nil || r.Status != yella.StatusErrored || r.Error != "upstream said \uFFFD and \uFFFD" {
 		t.Errorf("run: %v, %s, error %q; want errored, error %q", err, r.Status, r.Error, "upstream said \uFFFD and \uFFFD")
 	}
-	stopCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := e.Stop(stopCtx); err != nil {
 		t.Errorf("stop: %v", err)

@@ -74,7 +74,7 @@ func TestBulkAdmissionsCommitApart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the large batch, while the writer waits: %v", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(10 * time.Second):
 		lock.Rollback(ctx) // lets the writer, and the batch with it, go on
 		t.Fatalf("the large batch did not commit while the writer waited")
 	}

@@ -337,7 +337,10 @@ func runTest(ctx context.Context, o Options, mutation string, t Test, bin binary
 	cctx, cancel := context.WithTimeout(ctx, t.timeout()+2*time.Minute)
 	defer cancel()
 	// As go test runs it: in the package's directory.
-	cmd := exec.CommandContext(cctx, bin.path, "-test.count=1", "-test.v", "-test.timeout", t.timeout().String(), "-test.run", t.Run)
+	// -test.failfast: the first failure catches the mutation, so the
+	// test's other cases (each of which may wait out its own deadline on
+	// a mutated build) are not run.
+	cmd := exec.CommandContext(cctx, bin.path, "-test.count=1", "-test.v", "-test.failfast", "-test.timeout", t.timeout().String(), "-test.run", t.Run)
 	cmd.Dir = filepath.Join(o.Root, t.Pkg)
 	cmd.WaitDelay = 10 * time.Second
 	var buf bytes.Buffer
