@@ -5,39 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/yella-go/yella/httpapi"
+	"github.com/yella-go/yella/internal/storespy"
 	"github.com/yella-go/yella/store"
 )
-
-// widestRead records the most runs one store read returned: a listing
-// or a chain.
-type widestRead struct {
-	store.Store
-	mu  sync.Mutex
-	max int
-}
-
-func (w *widestRead) saw(n int) {
-	w.mu.Lock()
-	w.max = max(w.max, n)
-	w.mu.Unlock()
-}
-
-func (w *widestRead) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
-	rs, err := w.Store.Runs(ctx, f)
-	w.saw(len(rs))
-	return rs, err
-}
-
-func (w *widestRead) Chain(ctx context.Context, corr string) ([]store.Run, error) {
-	rs, err := w.Store.Chain(ctx, corr)
-	w.saw(len(rs))
-	return rs, err
-}
 
 // TestChainReadInPages: a chain may have any number of runs (a fan-out's
 // children), so GET /api/runs/{id}/chain lists it as a run listing does:
@@ -46,22 +20,11 @@ func (w *widestRead) Chain(ctx context.Context, corr string) ([]store.Run, error
 // store, never the whole chain at once. Named by any run of the
 // chain, it lists the same runs; an id that names none is 404.
 func TestChainReadInPages(t *testing.T) {
-	var wide *widestRead
-	f := newFixtureWith(t, func(s store.Store) store.Store { wide = &widestRead{Store: s}; return wide },
+	var wide *storespy.Widest
+	f := newFixtureWith(t, func(s store.Store) store.Store { wide = storespy.New(s); return wide },
 		httpapi.Options{Version: "test", Keepalive: time.Hour})
-	ctx := context.Background()
-	now := time.Now()
 	const children = 249
-	root := store.Admission{Event: "wide", Now: now, Runs: []store.NewRun{{ID: "wide-root", Process: "fan"}}}
-	if _, err := f.st.Admit(ctx, root); err != nil {
-		t.Fatal(err)
-	}
-	var as []store.Admission
-	for i := range children {
-		as = append(as, store.Admission{Event: "wide", Now: now, ParentID: "wide-root", CorrelationID: "wide-root", Depth: 1,
-			Runs: []store.NewRun{{ID: fmt.Sprintf("wide-%03d", i), Process: "fan"}}})
-	}
-	if _, err := f.st.AdmitBatch(ctx, as); err != nil {
+	if err := storespy.FanOut(context.Background(), f.st, "wide-root", "fan", children, nil); err != nil {
 		t.Fatal(err)
 	}
 	type page struct {
@@ -80,8 +43,8 @@ func TestChainReadInPages(t *testing.T) {
 		}
 		return p
 	}
-	for _, via := range []string{"wide-root", "wide-117"} {
-		wide.max = 0
+	for _, via := range []string{"wide-root", "wide-root-0117"} {
+		wide.Reset()
 		var ids []string
 		cursor := ""
 		for pages := 0; ; pages++ {
@@ -100,14 +63,14 @@ func TestChainReadInPages(t *testing.T) {
 			}
 			cursor = "&cursor=" + url.QueryEscape(p.Next)
 		}
-		if len(ids) != children+1 || ids[0] != "wide-root" || ids[1] != "wide-000" || ids[children] != fmt.Sprintf("wide-%03d", children-1) {
+		if len(ids) != children+1 || ids[0] != "wide-root" || ids[1] != "wide-root-0000" || ids[children] != fmt.Sprintf("wide-root-%04d", children-1) {
 			t.Errorf("via %s: %d runs (first %v), want the root then the %d children in order", via, len(ids), ids[:min(len(ids), 3)], children)
 		}
 		if all := get("/api/runs/" + via + "/chain"); len(all.Runs) != children+1 || all.Next != "" {
 			t.Errorf("via %s, no limit: %d runs, next %q; want all %d in one page", via, len(all.Runs), all.Next, children+1)
 		}
-		if wide.max > 101 { // a batch of 100, and one more to tell whether more follow
-			t.Errorf("via %s: one store read returned %d runs, want at most 101", via, wide.max)
+		if n := wide.Max(); n > 101 { // a batch of 100, and one more to tell whether more follow
+			t.Errorf("via %s: one store read returned %d runs, want at most 101", via, n)
 		}
 	}
 	if code, body := f.do(t, "GET", "/api/runs/no-such-run/chain", ""); code != 404 {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/yella-go/yella"
 	"github.com/yella-go/yella/httpapi"
+	"github.com/yella-go/yella/internal/storespy"
 	"github.com/yella-go/yella/store"
 	"github.com/yella-go/yella/store/sqlitestore"
 )
@@ -215,17 +216,8 @@ func BenchmarkWorstRequests(b *testing.B) {
 func wideChain(b *testing.B) *httptest.Server {
 	b.Helper()
 	_, st, srv := worstEngine(b, 0)
-	ctx := context.Background()
 	pay := []byte(`{"pad":"` + strings.Repeat("x", 100<<10) + `"}`)
-	if _, err := st.Admit(ctx, store.Admission{Event: "webhook", Payload: pay, Runs: []store.NewRun{{ID: "wide-root", Process: "webhook-sink"}}, Now: time.Now()}); err != nil {
-		b.Fatal(err)
-	}
-	as := make([]store.Admission, 999)
-	for i := range as {
-		as[i] = store.Admission{Event: "webhook", Payload: pay, ParentID: "wide-root", CorrelationID: "wide-root", Depth: 1,
-			Runs: []store.NewRun{{ID: "wide-" + strconv.Itoa(i), Process: "webhook-sink"}}, Now: time.Now()}
-	}
-	if _, err := st.AdmitBatch(ctx, as); err != nil {
+	if err := storespy.FanOut(context.Background(), st, "wide-root", "webhook-sink", 999, pay); err != nil {
 		b.Fatal(err)
 	}
 	return srv

@@ -42,19 +42,8 @@ func followUpsBeforeLaterCommands(t *testing.T, fromClaim bool) {
 
 	// Hold a first batch at its commit, queue the end and the admission
 	// behind it, then let them go as one batch.
-	held, rel := make(chan struct{}), make(chan struct{})
-	first := true
-	restore := commithook.Set(func(db string) error {
-		if db == s.hookName() && first {
-			first = false
-			close(held)
-			<-rel
-		}
-		return nil
-	})
+	rel, restore := holdFirstBatch(ctx, s, now)
 	defer restore()
-	go s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "other", Process: "p"}}, Now: now})
-	<-held
 	queued := func(n int) {
 		for len(s.cmds) < n {
 			time.Sleep(time.Millisecond)
@@ -179,4 +168,25 @@ func TestEndResultsStayTheCallers(t *testing.T) {
 			t.Errorf("end of %s: result's follow-ups %+v, want only child-of-%s", id, res.Children.Admitted, id)
 		}
 	}
+}
+
+// holdFirstBatch admits a run ("other", of process p) and holds its batch
+// at its commit, once held, until rel is closed: the commands queued
+// meanwhile are committed together in the batch after it. restore removes
+// the commit hook (a batch built with none installed may go in one round
+// trip).
+func holdFirstBatch(ctx context.Context, s *Store, now time.Time) (rel chan struct{}, restore func()) {
+	held, rel := make(chan struct{}), make(chan struct{})
+	first := true
+	restore = commithook.Set(func(db string) error {
+		if db == s.hookName() && first {
+			first = false
+			close(held)
+			<-rel
+		}
+		return nil
+	})
+	go s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "other", Process: "p"}}, Now: now})
+	<-held
+	return rel, restore
 }

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/yella-go/yella/internal/commithook"
 	"github.com/yella-go/yella/store"
 )
 
@@ -38,19 +37,8 @@ func TestOneTripBatchFailsWhole(t *testing.T) {
 	// Hold a first batch at its commit, queue the three commands behind
 	// it, and remove the hook before letting them go: their batch is
 	// built with no hook installed, so it goes in one round trip.
-	held, rel := make(chan struct{}), make(chan struct{})
-	first := true
-	restore := commithook.Set(func(db string) error {
-		if db == s.hookName() && first {
-			first = false
-			close(held)
-			<-rel
-		}
-		return nil
-	})
+	rel, restore := holdFirstBatch(ctx, s, now)
 	defer restore()
-	go s.Admit(ctx, store.Admission{Event: "e", Runs: []store.NewRun{{ID: "other", Process: "p"}}, Now: now})
-	<-held
 	errs := make(chan error, 3)
 	go func() {
 		_, err := s.Update(ctx, store.Update{RunID: "good", Epoch: epoch["good"], Action: store.ActionComplete, Now: now})

@@ -1,0 +1,75 @@
+// Package storespy holds store helpers for tests that bound what one read
+// of a wide chain costs: a wrapper that records the most runs one store
+// read returned, and a fan-out to read.
+package storespy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/yella-go/yella/store"
+)
+
+// Widest is a store.Store that records the most runs one listing (Runs)
+// or chain (Chain) read returned.
+type Widest struct {
+	store.Store
+	mu  sync.Mutex
+	max int
+}
+
+// New wraps s.
+func New(s store.Store) *Widest { return &Widest{Store: s} }
+
+// Max returns the most runs one read returned since New or Reset.
+func (w *Widest) Max() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.max
+}
+
+// Reset forgets the reads so far.
+func (w *Widest) Reset() {
+	w.mu.Lock()
+	w.max = 0
+	w.mu.Unlock()
+}
+
+func (w *Widest) saw(n int) {
+	w.mu.Lock()
+	w.max = max(w.max, n)
+	w.mu.Unlock()
+}
+
+// Runs implements store.Store, recording the runs it returns.
+func (w *Widest) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	rs, err := w.Store.Runs(ctx, f)
+	w.saw(len(rs))
+	return rs, err
+}
+
+// Chain implements store.Store, recording the runs it returns.
+func (w *Widest) Chain(ctx context.Context, corr string) ([]store.Run, error) {
+	rs, err := w.Store.Chain(ctx, corr)
+	w.saw(len(rs))
+	return rs, err
+}
+
+// FanOut admits to st a root run of process proc with id root, then, in
+// one batch, n children of it at depth 1 with ids root-0000, root-0001, …
+// (in that order), every run of event "wide" with the given payload.
+func FanOut(ctx context.Context, st store.Store, root, proc string, n int, payload []byte) error {
+	now := time.Now()
+	if _, err := st.Admit(ctx, store.Admission{Event: "wide", Payload: payload, Now: now, Runs: []store.NewRun{{ID: root, Process: proc}}}); err != nil {
+		return err
+	}
+	as := make([]store.Admission, n)
+	for i := range as {
+		as[i] = store.Admission{Event: "wide", Payload: payload, Now: now, ParentID: root, CorrelationID: root, Depth: 1,
+			Runs: []store.NewRun{{ID: fmt.Sprintf("%s-%04d", root, i), Process: proc}}}
+	}
+	_, err := st.AdmitBatch(ctx, as)
+	return err
+}
