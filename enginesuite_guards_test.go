@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/internal/storespy"
 	"github.com/yella-go/yella/store"
 )
 
@@ -279,6 +280,32 @@ func guardCases() []Case {
 			}
 			Expect(h, "child done when wait returns", chain[1].Status, yella.StatusCompleted)
 			Expect(h, "tries", tries.Load(), int32(3))
+		}},
+		Case{Name: "Engine/EmitAndWaitReadsNoWholeChain", Fn: func(h *H) {
+			// A fan-out wider than a page of the wait's reads: the wait
+			// counts the chain and lists its active runs a page at a time
+			// (on a shared store it looks again after every local event,
+			// and read whole, the chain cost each look all of its runs).
+			const n = 250
+			st, spy := storespy.Wrap(h.St)
+			e := h.Started(yella.Config{Store: st},
+				Proc("root", "start", func(c *yella.Ctx) yella.Result {
+					if _, err := yella.Children(c, "kids", "leaf", make([]any, n)); err != nil {
+						return c.Error(err)
+					}
+					return c.OK(nil)
+				}),
+				Proc("leaf", "leaf", Noop))
+			runs, err := e.EmitAndWait(h.Ctx(), "start", nil)
+			if err != nil || len(runs) != 1 {
+				h.Fatalf("emit and wait: %v, %d runs, want 1", err, len(runs))
+			}
+			done, err := h.St.CountRuns(h.Ctx(), store.RunFilter{CorrelationID: runs[0].ID, Statuses: []store.Status{store.StatusCompleted}})
+			Expect(h, "count", err, nil)
+			Expect(h, "every run completed when the wait returns", done, int64(n+1))
+			if spy.Max() > 100 {
+				h.Fatalf("a store read of the wait returned %d runs, want at most 100", spy.Max())
+			}
 		}},
 		Case{Name: "Engine/EmitAndWaitWithRetention", Spec: []int{220}, Fn: func(h *H) {
 			e := h.Started(yella.Config{Retention: time.Millisecond, RetentionInterval: time.Millisecond},

@@ -441,8 +441,8 @@ func (n *node) notifyWaiters() {
 	n.changed = make(chan struct{})
 }
 
-// waitChain waits until no run of the chain is idle, running or waiting: it reads
-// the chain from the store after each local event or notification, and at
+// waitChain waits until no run of the chain is idle, running or waiting: it
+// counts them in the store after each local event or notification, and at
 // least every sharedPoll, since its runs may execute on other nodes.
 func (n *node) waitChain(ctx context.Context, corr string) error {
 	n.mu.Lock()
@@ -457,15 +457,14 @@ func (n *node) waitChain(ctx context.Context, corr string) error {
 		n.mu.Lock()
 		ch := n.changed
 		n.mu.Unlock()
-		runs, err := n.e.store.Chain(ctx, corr)
+		// Counted, not read: this runs after every local event while the
+		// chain is active, and a wide chain read whole each time would
+		// cost the square of its runs, payloads and outputs included.
+		active, err := n.e.store.CountRuns(ctx, store.RunFilter{CorrelationID: corr, Statuses: []store.Status{store.StatusIdle, store.StatusRunning, store.StatusWaiting}})
 		if err != nil {
 			return err
 		}
-		active := false
-		for i := range runs {
-			active = active || !runs[i].Status.Final()
-		}
-		if !active {
+		if active == 0 {
 			return nil
 		}
 		tick := make(chan struct{})

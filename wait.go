@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/yella-go/yella/store"
@@ -268,18 +267,16 @@ func (e *Engine) waitChain(ctx context.Context, corr string) error {
 			return &Error{Code: CodeDrainTimeout, Op: "emit and wait", Msg: "chain " + corr + " still active", Err: ctx.Err()}
 		}
 		woken := e.wokenCh()
-		runs, err := e.store.Chain(ctx, corr)
+		// Runs of processes this engine does not handle are not waited for
+		// (their engine may never come), unless they wait.
+		waiting, here, err := e.chainState(ctx, corr)
 		if err != nil {
 			return storeErr("emit and wait", corr, err)
 		}
-		// Runs of processes this engine does not handle are not waited for
-		// (their engine may never come), unless they wait.
-		if !slices.ContainsFunc(runs, func(r store.Run) bool {
-			return r.Status == store.StatusWaiting || !r.Status.Final() && e.lookup(r.Process) != nil
-		}) {
+		if !waiting && !here {
 			return nil
 		}
-		if !slices.ContainsFunc(runs, func(r store.Run) bool { return r.Status == store.StatusWaiting }) {
+		if !waiting {
 			// Idle or running, and not queued here a moment ago: it is
 			// being queued (or ran on its way to final); look again.
 			select {
@@ -296,6 +293,38 @@ func (e *Engine) waitChain(ctx context.Context, corr string) error {
 		}
 	}
 }
+
+// chainState reports whether a run of the chain corr waits, and whether
+// an idle or running run of it belongs to a process this engine handles.
+// The chain is never read whole (a fan-out of thousands of runs with large
+// payloads and outputs would cost each look all of them): its unfinished
+// runs are listed a page at a time (chainPage), until one answers; a
+// chain with fewer is read in one listing, one snapshot of its runs.
+func (e *Engine) chainState(ctx context.Context, corr string) (waiting, here bool, err error) {
+	f := store.RunFilter{CorrelationID: corr, Statuses: []store.Status{store.StatusIdle, store.StatusRunning, store.StatusWaiting}, Order: store.OldestFirst, Limit: chainPage}
+	for {
+		runs, err := e.store.Runs(ctx, f)
+		if err != nil {
+			return false, false, err
+		}
+		for _, r := range runs {
+			switch {
+			case r.Status == store.StatusWaiting:
+				waiting = true
+			case !r.Status.Final() && e.lookup(r.Process) != nil:
+				here = true
+			}
+		}
+		if waiting || here || len(runs) < f.Limit {
+			return waiting, here, nil
+		}
+		f.After = runs[len(runs)-1].Seq
+	}
+}
+
+// chainPage is how many runs of a chain one store read of a wait returns
+// at most.
+const chainPage = 100
 
 // wokenCh returns a channel closed the next time a waiting run is queued
 // again (a signal, an operator ending its wait).

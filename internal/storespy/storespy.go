@@ -23,6 +23,33 @@ type Widest struct {
 // New wraps s.
 func New(s store.Store) *Widest { return &Widest{Store: s} }
 
+// Wrap wraps s as New does and returns the store to hand an engine: one
+// that is a store.Shared when s is (an engine on it then runs as a node),
+// whose Runs and Chain are the Widest's.
+func Wrap(s store.Store) (store.Store, *Widest) {
+	w := New(s)
+	if sh, ok := s.(store.Shared); ok {
+		return &shared{Shared: sh, w: w}, w
+	}
+	return w, w
+}
+
+// shared is a store.Shared whose reads of runs are recorded by w.
+type shared struct {
+	store.Shared
+	w *Widest
+}
+
+// Runs implements store.Store, recording the runs it returns.
+func (s *shared) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	return s.w.Runs(ctx, f)
+}
+
+// Chain implements store.Store, recording the runs it returns.
+func (s *shared) Chain(ctx context.Context, corr string) ([]store.Run, error) {
+	return s.w.Chain(ctx, corr)
+}
+
 // Max returns the most runs one read returned since New or Reset.
 func (w *Widest) Max() int {
 	w.mu.Lock()

@@ -1612,6 +1612,27 @@ var pgMutations = []Mutation{
 		Tests: []Test{{Pkg: ".", Run: "^TestTraceOfAWideChainIsBounded$"}},
 	},
 	{
+		Name:      "emit-and-wait-reads-whole-chain",
+		Guarantee: "EmitAndWait lists the chain's unfinished runs a page at a time, never reading the chain whole",
+		Edits: []Edit{{
+			File: "wait.go",
+			Old:  "Statuses: []store.Status{store.StatusIdle, store.StatusRunning, store.StatusWaiting}, Order: store.OldestFirst, Limit: chainPage}",
+			New:  "Order: store.OldestFirst, Limit: 1 << 20}",
+		}},
+		Tests: []Test{memConf("Engine/EmitAndWaitReadsNoWholeChain")},
+	},
+	{
+		Name:      "node-wait-reads-whole-chain",
+		Guarantee: "on a shared store, EmitAndWait counts the chain's active runs after each local event, never reading the chain whole",
+		Edits: []Edit{{
+			File: "shared.go",
+			Old:  "active, err := n.e.store.CountRuns(ctx, store.RunFilter{CorrelationID: corr, Statuses: []store.Status{store.StatusIdle, store.StatusRunning, store.StatusWaiting}})",
+			New:  "active, err := func() (int64, error) { rs, err := n.e.store.Chain(ctx, corr); var k int64; for _, r := range rs { if !r.Status.Final() { k++ } }; return k, err }()",
+		}},
+		Tests: []Test{pgConf("Engine/EmitAndWaitReadsNoWholeChain")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-message-bytes-refused",
 		Guarantee: "PostgreSQL: a run whose failure message holds a NUL byte or invalid UTF-8 still ends, its message stored with those bytes replaced",
 		Edits: []Edit{{
