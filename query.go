@@ -144,7 +144,10 @@ func (e *Engine) Run(ctx context.Context, id string) (Run, error) {
 var waitingReasons = map[string]string{"ready": "slot", "delayed": "retry", "process": "process cap", "key": "key concurrency", "rate": "rate limit"}
 
 // Chain returns every run of a chain, by depth then creation. id may be the
-// correlation id or the id of any run in the chain.
+// correlation id or the id of any run in the chain. It reads every run in
+// one store read, payloads and outputs included: a chain that may be wide
+// (a fan-out of thousands of runs) is better listed with Runs and
+// RunQuery.CorrelationID, a page at a time.
 func (e *Engine) Chain(ctx context.Context, id string) ([]Run, error) {
 	runs, err := e.store.Chain(ctx, id)
 	if err != nil {
