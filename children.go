@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -183,11 +184,15 @@ func Join[K EffectKey](c *Ctx, key K, ids []string, k int) ([]JoinResult, error)
 			return nil, err
 		}
 	}
-	out, done, err := e.joinState(c, ids)
+	done, err := e.joinDone(c, ids)
 	if err != nil {
 		return nil, &Error{Code: CodeUnavailable, Op: "join", Err: err}
 	}
 	if done >= k {
+		out, _, err := e.joinState(c, ids)
+		if err != nil {
+			return nil, &Error{Code: CodeUnavailable, Op: "join", Err: err}
+		}
 		enc, _ := json.Marshal(out)
 		if _, err := a.beginEffect(jk, true); err != nil {
 			return nil, err
@@ -211,6 +216,24 @@ func joinWaitKey(jk string, n int) string { return jk + "/wait/" + strconv.Itoa(
 // joinSignal is the signal key a run waiting in Join waits for: its
 // children's ends send it.
 func joinSignal(runID string) string { return "yella:join:" + runID }
+
+// joinDone counts the final runs among ids without reading them: a join
+// looks at its children again at each child's end, and a read of every
+// child, outputs included, each time would cost a wide join the square of
+// its children. An unknown id is an error (ErrNotFound).
+func (e *Engine) joinDone(ctx context.Context, ids []string) (int, error) {
+	exist, final, err := e.store.CountEnded(ctx, ids)
+	if err != nil {
+		return 0, err
+	}
+	if exist < len(slices.Compact(slices.Sorted(slices.Values(ids)))) {
+		if _, _, err := e.joinState(ctx, ids); err != nil {
+			return 0, err // it names the unknown run
+		}
+		return 0, fmt.Errorf("join: %d of %d runs: %w", exist, len(ids), store.ErrNotFound)
+	}
+	return final, nil
+}
 
 // joinState reads the runs ids, all in one read: how the final ones
 // ended, in order, and how many are final. An unknown id is an error
@@ -280,7 +303,7 @@ func (j *joins) has(id string) bool {
 func (e *Engine) joinSettled(r *store.Run, w *joinWatch) {
 	if w != nil && r.Status == store.StatusWaiting {
 		e.joins.set(r.ID, true)
-		if _, done, err := e.joinState(e.io, w.ids); err == nil && done > w.done {
+		if done, err := e.joinDone(e.io, w.ids); err == nil && done > w.done {
 			e.wakeJoin(r.ID)
 		}
 		return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/yella-go/yella"
+	"github.com/yella-go/yella/internal/storespy"
 	"github.com/yella-go/yella/store"
 )
 
@@ -73,6 +74,23 @@ func childrenCases() []Case {
 			h.Logf("the parent ran %d times", parentRuns.Load())
 			if n := parentRuns.Load(); n > 60 {
 				h.Errorf("the parent ran %d times for 100 children", n)
+			}
+		}},
+		Case{Name: "Children/JoinReadsChildrenOnce", Note: "new: a join counts its children's ends at each look and reads them, outputs included, only once enough have ended", Fn: func(h *H) {
+			// Each child's end wakes the waiting parent, which looks at
+			// its children again: read whole each time, a join of n
+			// children read them about n times over.
+			const n = 300
+			st, spy := storespy.Wrap(h.St)
+			var parentRuns atomic.Int32
+			e := h.Started(yella.Config{Store: st, Concurrency: 8}, fanOut(n, 0, &parentRuns),
+				doubler(func(c *yella.Ctx, k int) yella.Result { time.Sleep(time.Millisecond); return c.OK(2 * k) }))
+			id := h.One(e, "batch", nil)
+			r := h.WaitStatus(id, store.StatusCompleted)
+			Expect(h, "output", string(r.Output), fmt.Sprintf(`{"failed":0,"joined":%d,"sum":%d}`, n, n*(n-1)))
+			h.Logf("the parent ran %d times; its joins read %d runs by id", parentRuns.Load(), spy.ByID())
+			if spy.ByID() > 2*n {
+				h.Errorf("the join read %d runs by id for %d children, want at most %d", spy.ByID(), n, 2*n)
 			}
 		}},
 		Case{Name: "Children/ChildRetriesThenSucceeds", Note: "new: a child failing then succeeding (its own retry policy) reaches the join as a success", Fn: func(h *H) {

@@ -245,7 +245,8 @@ func queueCases() []Case {
 	}
 }
 
-// chainReads counts a store's Chain reads.
+// chainReads counts the reads of a chain: Chain, and listings of a chain
+// (Runs with a CorrelationID).
 type chainReads struct {
 	store.Store
 	n atomic.Int64
@@ -254,6 +255,14 @@ type chainReads struct {
 func (c *chainReads) Chain(ctx context.Context, corr string) ([]store.Run, error) {
 	c.n.Add(1)
 	return c.Store.Chain(ctx, corr)
+}
+
+// Runs counts the listings of a chain (how a wait looks at its chain).
+func (c *chainReads) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error) {
+	if f.CorrelationID != "" {
+		c.n.Add(1)
+	}
+	return c.Store.Runs(ctx, f)
 }
 
 // heldReads is a store whose Pending, once armed, reads and then waits

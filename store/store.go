@@ -731,6 +731,11 @@ type Store interface {
 	// particular order: one read for many runs (a parent's children) where
 	// Run would be one each.
 	RunsByID(ctx context.Context, ids []string) ([]Run, error)
+	// CountEnded counts the runs that exist among ids (each once) and,
+	// of them, the final ones (Status.Final): a look at many runs'
+	// progress (a join's children) that reads none of their payloads or
+	// outputs.
+	CountEnded(ctx context.Context, ids []string) (exist, final int, err error)
 	// Runs lists runs matching f in Seq order.
 	Runs(ctx context.Context, f RunFilter) ([]Run, error)
 	// CountRuns counts runs matching f (ignoring Order, After and Limit).

@@ -13,11 +13,13 @@ import (
 )
 
 // Widest is a store.Store that records the most runs one listing (Runs)
-// or chain (Chain) read returned.
+// or chain (Chain) read returned, and how many runs its reads by id
+// (RunsByID) returned in all.
 type Widest struct {
 	store.Store
-	mu  sync.Mutex
-	max int
+	mu   sync.Mutex
+	max  int
+	byID int
 }
 
 // New wraps s.
@@ -45,6 +47,11 @@ func (s *shared) Runs(ctx context.Context, f store.RunFilter) ([]store.Run, erro
 	return s.w.Runs(ctx, f)
 }
 
+// RunsByID implements store.Store, counting the runs it returns.
+func (s *shared) RunsByID(ctx context.Context, ids []string) ([]store.Run, error) {
+	return s.w.RunsByID(ctx, ids)
+}
+
 // Chain implements store.Store, recording the runs it returns.
 func (s *shared) Chain(ctx context.Context, corr string) ([]store.Run, error) {
 	return s.w.Chain(ctx, corr)
@@ -57,11 +64,28 @@ func (w *Widest) Max() int {
 	return w.max
 }
 
+// ByID returns how many runs the reads by id (RunsByID) returned in all
+// since New or Reset.
+func (w *Widest) ByID() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.byID
+}
+
 // Reset forgets the reads so far.
 func (w *Widest) Reset() {
 	w.mu.Lock()
-	w.max = 0
+	w.max, w.byID = 0, 0
 	w.mu.Unlock()
+}
+
+// RunsByID implements store.Store, counting the runs it returns (ByID).
+func (w *Widest) RunsByID(ctx context.Context, ids []string) ([]store.Run, error) {
+	rs, err := w.Store.RunsByID(ctx, ids)
+	w.mu.Lock()
+	w.byID += len(rs)
+	w.mu.Unlock()
+	return rs, err
 }
 
 func (w *Widest) saw(n int) {

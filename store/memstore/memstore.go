@@ -638,6 +638,25 @@ func (s *Store) RunsByID(ctx context.Context, ids []string) ([]store.Run, error)
 	return out, nil
 }
 
+// CountEnded implements store.Store.
+func (s *Store) CountEnded(ctx context.Context, ids []string) (exist, final int, err error) {
+	if err := s.lock(); err != nil {
+		return 0, 0, err
+	}
+	defer s.mu.Unlock()
+	seen := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		if r, ok := s.runs[id]; ok && !seen[id] {
+			seen[id] = true
+			exist++
+			if r.Status.Final() {
+				final++
+			}
+		}
+	}
+	return exist, final, nil
+}
+
 func (s *Store) compact() {
 	if s.pruned == 0 || s.pruned < len(s.order)/2 {
 		return

@@ -46,6 +46,30 @@ func (s *Store) RunsByID(ctx context.Context, ids []string) ([]store.Run, error)
 	return collectRuns(rows)
 }
 
+// CountEnded implements store.Store.
+func (s *Store) CountEnded(ctx context.Context, ids []string) (exist, final int, err error) {
+	if err := s.readable(); err != nil {
+		return 0, 0, err
+	}
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !isText(id) })
+	if len(ids) == 0 {
+		return 0, 0, nil
+	}
+	err = s.pool.QueryRow(ctx, s.q.countEnded, ids, finalStatuses).Scan(&exist, &final)
+	return exist, final, err
+}
+
+// finalStatuses are the statuses that Status.Final reports.
+var finalStatuses = func() []string {
+	var out []string
+	for _, st := range store.Statuses {
+		if st.Final() {
+			out = append(out, string(st))
+		}
+	}
+	return out
+}()
+
 // where builds the WHERE clause of a filter, with placeholders only: no
 // input is ever spliced into SQL.
 func where(schema string, f *store.RunFilter, statuses []store.Status) (string, []any) {

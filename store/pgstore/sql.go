@@ -299,7 +299,7 @@ type queries struct {
 	selForUpdate, update, finishMany, insTL, insTL2                                                    string
 	effStartMany, effStartHeld, effFinishMany, effClear, effDone, effWait, setCtx, holdRate, heartbeat string
 	sigRun, sigFirst, sigFirstWait, sigWake, sigKeep, sigTake, pruneSignals                            string
-	addCounts, idsExist, insRollup, insError                                                           string
+	addCounts, idsExist, insRollup, insError, countEnded                                               string
 	selRun, selRunsByID, selChain, selTimeline, selRunTL, selEffects, selPending                       string
 	selCounts, selAbandoned, selRollups, selErrors                                                     string
 	prune, pruneScan, pruneRollups, pruneErrors, pruneKeys, compactRollups                             string
@@ -675,6 +675,8 @@ func newQueries(schema string) queries {
 		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])`)
 
 	q.selRun = s(`SELECT ` + runCols + ` FROM $S.runs WHERE seq = (SELECT seq FROM $S.run_ids WHERE id = $1)`)
+	// Each run once: run_ids has one row per id, whatever $1 repeats.
+	q.countEnded = s(`SELECT count(*), count(*) FILTER (WHERE r.status = ANY($2)) FROM $S.run_ids i JOIN $S.runs r ON r.seq = i.seq WHERE i.id = ANY($1)`)
 	q.selRunsByID = s(`SELECT ` + runCols + ` FROM $S.runs WHERE seq = ANY(ARRAY(SELECT seq FROM $S.run_ids WHERE id = ANY($1)))`)
 	// A root's correlation id is stored as NULL (it is its own id):
 	// id = $1 alone would also match a child named by its own id.

@@ -56,6 +56,35 @@ func (s *Store) RunsByID(ctx context.Context, ids []string) ([]store.Run, error)
 	return out, nil
 }
 
+// CountEnded implements store.Store.
+func (s *Store) CountEnded(ctx context.Context, ids []string) (exist, final int, err error) {
+	if err := s.readable(); err != nil {
+		return 0, 0, err
+	}
+	ids = slices.Compact(slices.Sorted(slices.Values(ids))) // each run once, whichever chunk names it
+	for len(ids) > 0 {
+		chunk := ids[:min(len(ids), runsByIDChunk)]
+		ids = ids[len(chunk):]
+		args := make([]any, 0, len(finalStatuses)+len(chunk)) // in the statement's order
+		for _, st := range finalStatuses {
+			args = append(args, string(st))
+		}
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		var e, f int
+		q := "SELECT count(*), coalesce(sum(status IN (?" + strings.Repeat(", ?", len(finalStatuses)-1) + ")), 0) FROM runs WHERE id IN (?" + strings.Repeat(", ?", len(chunk)-1) + ")"
+		if err := s.rdb.QueryRowContext(ctx, q, args...).Scan(&e, &f); err != nil {
+			return 0, 0, err
+		}
+		exist, final = exist+e, final+f
+	}
+	return exist, final, nil
+}
+
+// finalStatuses are the statuses that Status.Final reports.
+var finalStatuses = slices.DeleteFunc(slices.Clone(store.Statuses), func(st store.Status) bool { return !st.Final() })
+
 // where builds the WHERE clause of a filter, with placeholders only: no
 // input is ever spliced into SQL.
 func where(f *store.RunFilter, statuses []store.Status) (string, []any) {

@@ -250,6 +250,38 @@ func storeRunCases() []Case {
 			expect(h, "empty err", err, nil)
 			expect(h, "empty runs", len(empty), 0)
 		}},
+		Case{Name: "Store/CountEnded", Fn: func(h *H) {
+			// How many of many runs exist and are final, each counted
+			// once however often its id is named; unknown ids and ids
+			// that are not text are not counted.
+			var ids, asked []string
+			for i := range 1200 {
+				r := h.Admit("p", "ev", map[string]int{"i": i})
+				ids = append(ids, r.ID)
+				asked = append(asked, r.ID, newID())
+			}
+			for i, to := range map[int]store.Status{7: store.StatusCompleted, 8: store.StatusErrored, 9: store.StatusRunning} {
+				r := h.Claim(ids[i], "o", time.Minute)
+				if to == store.StatusRunning {
+					continue
+				}
+				if _, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: to, Output: json.RawMessage(`7`)}); err != nil {
+					h.Fatal(err)
+				}
+			}
+			asked = append(asked, ids[0], ids[1199], ids[7], ids[8], "a\x00\xff")
+			exist, final, err := h.St.CountEnded(h.Ctx(), asked)
+			expect(h, "err", err, nil)
+			expect(h, "exist", exist, len(ids))
+			expect(h, "final", final, 2)
+			exist, final, err = h.St.CountEnded(h.Ctx(), []string{ids[8], ids[9], newID()})
+			expect(h, "few err", err, nil)
+			expect(h, "few exist", exist, 2)
+			expect(h, "few final", final, 1)
+			exist, final, err = h.St.CountEnded(h.Ctx(), nil)
+			expect(h, "empty err", err, nil)
+			expect(h, "empty", [2]int{exist, final}, [2]int{0, 0})
+		}},
 		Case{Name: "Store/Update/TransitionAppendsTimeline", Spec: []int{33, 72, 37, 76}, Fn: func(h *H) {
 			r := h.Claim(h.Admit("p", "ev", nil).ID, "o", time.Minute)
 			res, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: store.StatusErrored, Error: "bad", ErrorCode: "X", Note: "failed"})

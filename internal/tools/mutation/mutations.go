@@ -1633,6 +1633,37 @@ var pgMutations = []Mutation{
 		Needs: pgURL,
 	},
 	{
+		Name:      "join-reads-children-at-each-look",
+		Guarantee: "a join counts its children's ends at each look and reads them, outputs included, once enough have ended",
+		Edits: []Edit{{
+			File: "children.go",
+			Old:  "exist, final, err := e.store.CountEnded(ctx, ids)",
+			New:  "_, final, err := e.joinState(ctx, ids); exist := len(slices.Compact(slices.Sorted(slices.Values(ids))))",
+		}},
+		Tests: []Test{memConf("Children/JoinReadsChildrenOnce")},
+	},
+	{
+		Name:      "sqlite-count-ended-misses-errored",
+		Guarantee: "SQLite: CountEnded counts every final run, errored ones included",
+		Edits: []Edit{{
+			File: "store/sqlitestore/read.go",
+			Old:  "func(st store.Status) bool { return !st.Final() })",
+			New:  "func(st store.Status) bool { return st == store.StatusErrored || !st.Final() })",
+		}},
+		Tests: []Test{sqlStore("Store/CountEnded")},
+	},
+	{
+		Name:      "pg-count-ended-counts-active",
+		Guarantee: "PostgreSQL: CountEnded counts only final runs",
+		Edits: []Edit{{
+			File: "store/pgstore/sql.go",
+			Old:  "count(*) FILTER (WHERE r.status = ANY($2))",
+			New:  "count(*) FILTER (WHERE r.status <> 'running' OR r.status = ANY($2))",
+		}},
+		Tests: []Test{pgStore("Store/CountEnded")},
+		Needs: pgURL,
+	},
+	{
 		Name:      "pg-message-bytes-refused",
 		Guarantee: "PostgreSQL: a run whose failure message holds a NUL byte or invalid UTF-8 still ends, its message stored with those bytes replaced",
 		Edits: []Edit{{
