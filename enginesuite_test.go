@@ -316,12 +316,18 @@ func (h *H) WaitFor(what string, cond func() bool) {
 	}
 }
 
-// WaitStatus waits until run id has status st.
+// WaitStatus waits until run id has status st. A run that reaches another
+// final status fails the case at once: nothing but an operator moves a
+// final run, so waiting out the deadline would only delay the failure.
 func (h *H) WaitStatus(id string, st store.Status) store.Run {
 	h.Helper()
 	var r store.Run
 	h.WaitFor(fmt.Sprintf("run %s to be %s", id, st), func() bool {
+		h.Helper()
 		r = h.Run(id)
+		if r.Status != st && r.Status.Final() {
+			h.Fatalf("run %s is %s (error %q), want %s", id, r.Status, r.Error, st)
+		}
 		return r.Status == st
 	})
 	return r
