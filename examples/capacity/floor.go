@@ -74,7 +74,10 @@ type fRun struct {
 // ready(); the runs (the chain's roots) are inserted inside the timed
 // window, 500 to a command through the floor's writer, one command after
 // another, while the drain goes on, as an application emitting batches
-// of 500 to a running engine admits them.
+// of 500 to a running engine admits them. "schema-e2e" (no-op runs only)
+// is "schema" end to end in the same way: the distance from the floor end
+// to end to it is what the engine's schema costs a user who emits while
+// the engine drains.
 //
 // Any other shape is the floor itself.
 func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCount, txCount int64, err error) {
@@ -101,7 +104,7 @@ func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCoun
 		return 0, 0, fmt.Errorf("the %s diagnostic runs no-op runs only (schema: and one-effect runs), not %q", shape, w)
 	}
 	switch shape {
-	case "schema":
+	case "schema", "schema-e2e":
 		st, err := pgstore.Open(ctx, url, pgstore.Options{Schema: schema}) // the engine's schema
 		if err != nil {
 			return 0, 0, err
@@ -129,7 +132,7 @@ func floorRun(url, schema, w string, n int, shape string, ready func()) (cmdCoun
 		}
 		return ps
 	}
-	inWindow := shape == "e2e"
+	inWindow := shape == "e2e" || shape == "schema-e2e"
 	for i := 0; i < roots && !inWindow; i += 500 {
 		if _, err := pool.Exec(ctx, q.insert, page(i)); err != nil {
 			return 0, 0, err

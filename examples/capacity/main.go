@@ -130,6 +130,11 @@ var pgMeasurements = func() []measurement {
 		ms = append(ms, measurement{"floor-e2e-" + w, fmt.Sprintf("the PostgreSQL floor end to end: %s, %s inserted 500 a command through its writer while it drains, first insert to last completion", whats[w], n), "runs/s", "", func(childConfig) (result, error) {
 			return pgMeasure("floore2e", w, 1)
 		}})
+		if w == "noop" {
+			ms = append(ms, measurement{"schema-e2e-noop", "DIAGNOSTIC (not an engine): the floor's no-op work on the engine's tables and indexes end to end, the runs inserted 500 a command while it drains", "runs/s", "floor-e2e-noop", func(childConfig) (result, error) {
+				return pgMeasure("schemae2e", w, 1)
+			}})
+		}
 		ms = append(ms, measurement{"e2e-" + w + "-1p", fmt.Sprintf("%s end to end: %s emitted with EmitBatch of 500 to 1 running engine process, first emit to last completion, PostgreSQL", whats[w], n), "runs/s", "floor-e2e-" + w, func(childConfig) (result, error) {
 			return pgMeasure("enginee2e", w, 1)
 		}})

@@ -62,9 +62,9 @@ func pgWorkloadOf(w string) pgWorkload {
 // processes, "floor", or the diagnostics "schema" (the floor's work on the
 // engine's tables) and "cols" (on the floor's table with the engine's
 // run columns; see floorRun). The kinds "enginee2e" and "floore2e" are
-// the engine and the floor end to end: nothing is admitted before the
-// window, which starts before the first admission and ends at the last
-// completion.
+// the engine and the floor end to end, and "schemae2e" the diagnostic
+// "schema" end to end: nothing is admitted before the window, which
+// starts before the first admission and ends at the last completion.
 func pgMeasure(kind, w string, procs int, env ...string) (result, error) {
 	ctx := context.Background()
 	schema := fmt.Sprintf("cap_%s_%s_%d_%d", kind, w, procs, time.Now().UnixNano()%1e9)
@@ -308,10 +308,13 @@ func pgChildMain(kind string, args []string) {
 		}
 	}
 	switch kind {
-	case "pg-floor", "pg-schema", "pg-cols", "pg-floore2e":
+	case "pg-floor", "pg-schema", "pg-cols", "pg-floore2e", "pg-schemae2e":
 		shape := strings.TrimPrefix(kind, "pg-")
-		if shape == "floore2e" {
+		switch shape {
+		case "floore2e":
 			shape = "e2e"
+		case "schemae2e":
+			shape = "schema-e2e"
 		}
 		cmds, txs, err := floorRun(url, schema, w, runs, shape, func() {
 			fmt.Println("ready")
