@@ -142,7 +142,14 @@ func TestStartedStageHandedBackOnStop(t *testing.T) {
 		defer cancel()
 		stopped <- e.Stop(sctx)
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// The end's answer must find the node stopped: on a loaded machine a
+	// fixed sleep did not always let Stop get that far.
+	for deadline := time.Now().Add(10 * time.Second); !yella.NodeStopped(e); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatal("the node did not stop claiming within 10 s of Stop")
+		}
+	}
 	close(release)
 	if err := <-stopped; err != nil {
 		t.Fatalf("stop: %v", err)
