@@ -14,7 +14,7 @@ import (
 // Admit implements store.Store.
 func (s *Store) Admit(ctx context.Context, a store.Admission) (store.AdmitResult, error) {
 	var res store.AdmitResult
-	err := s.run(ctx, func(w *wtx) error {
+	err := s.runLocked(ctx, s.admissionLocks([]store.Admission{a}), func(w *wtx) error {
 		var err error
 		res, err = s.admit(w.ctx, w.tx, &a, w.moved)
 		return err
@@ -286,6 +286,25 @@ func hasGroup(nr store.NewRun) bool {
 	return nr.GroupKey != "" && (nr.Group == store.GroupSingleton || nr.Group == store.GroupDebounce)
 }
 
+// admissionLocks are the advisory lock keys that the admissions as may
+// take (cmd.locks), sorted, once each: the admission lock of each process
+// with a bound, and the lock of each group with a policy.
+func (s *Store) admissionLocks(as []store.Admission) []int64 {
+	var keys []int64
+	for i := range as {
+		for _, nr := range as[i].Runs {
+			if nr.Limit > 0 {
+				keys = append(keys, lockID(s.opts.Schema, "admit\x00"+nr.Process))
+			}
+			if hasGroup(nr) {
+				keys = append(keys, s.groupLock(nr.Process, nr.GroupKey))
+			}
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
 // groupLock is the advisory lock key of the group of process p and key k,
 // in a key space of its own (the process, flow and signal locks hash other
 // prefixes).
@@ -365,14 +384,6 @@ func (s *Store) admitGroups(ctx context.Context, q pgx.Tx, a *store.Admission, g
 		return nil, nil, err
 	}
 	return active, standIn, nil
-}
-
-// lockProcesses takes the transaction's advisory locks of kind for each
-// process, in key order, so two transactions never wait on each other in
-// opposite orders.
-func (s *Store) lockProcesses(ctx context.Context, q pgx.Tx, procs []string, kind string) error {
-	_, err := q.Exec(ctx, s.q.lockKeys, s.lockKeys(procs, kind))
-	return err
 }
 
 // lockKeys are the advisory lock keys of kind for procs, in the one order

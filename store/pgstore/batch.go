@@ -24,33 +24,14 @@ func (s *Store) AdmitBatch(ctx context.Context, as []store.Admission) ([]store.A
 	for _, a := range as {
 		runs += len(a.Runs)
 	}
-	err := s.do(ctx, &cmd{bulk: runs >= bulkRuns, fn: func(w *wtx) error {
+	locks := s.admissionLocks(as)
+	err := s.do(ctx, &cmd{bulk: runs >= bulkRuns, locks: locks, fn: func(w *wtx) error {
 		failed = -1
 		// The admission locks of every bounded process of the batch, and
 		// the locks of its groups, in one order, before any admission takes
 		// its own: two batches never wait on each other in opposite orders.
-		var bounded []string
-		var groups []int64
-		for _, a := range as {
-			for _, nr := range a.Runs {
-				if nr.Limit > 0 && !slices.Contains(bounded, nr.Process) {
-					bounded = append(bounded, nr.Process)
-				}
-				if hasGroup(nr) {
-					groups = append(groups, s.groupLock(nr.Process, nr.GroupKey))
-				}
-			}
-		}
-		if len(groups) > 0 { // with the admission locks, in one order
-			for _, p := range bounded {
-				groups = append(groups, lockID(s.opts.Schema, "admit\x00"+p))
-			}
-			slices.Sort(groups)
-			if _, err := w.tx.Exec(w.ctx, s.q.lockKeys, slices.Compact(groups)); err != nil {
-				return err
-			}
-		} else if len(bounded) > 0 {
-			if err := s.lockProcesses(w.ctx, w.tx, bounded, "admit"); err != nil {
+		if len(locks) > 0 {
+			if _, err := w.tx.Exec(w.ctx, s.q.lockKeys, locks); err != nil {
 				return err
 			}
 		}

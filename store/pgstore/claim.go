@@ -67,7 +67,7 @@ func (s *Store) claimNext(ctx context.Context, req store.ClaimNextRequest, node 
 		return c.res, err
 	}
 	var res store.ClaimNextResult
-	err := s.run(ctx, func(w *wtx) error {
+	err := s.runLocked(ctx, s.claimLocks(capped), func(w *wtx) error {
 		req.Limit = limitNow(&req)
 		res = store.ClaimNextResult{Limit: req.Limit}
 		if len(all) == 0 {
@@ -254,16 +254,22 @@ var (
 	claimPlanReset = []string{"RESET enable_sort"}
 )
 
-// queueLockRunning queues in b the claim locks of the capped processes,
-// taken in lock-key order (as lockProcesses takes them), and the count of
-// their running runs under them, into running.
-func (s *Store) queueLockRunning(b *pgx.Batch, procs []string, running map[string]int) {
-	keys := make([]int64, len(procs))
-	for i, p := range procs {
-		keys[i] = lockID(s.opts.Schema, "claim\x00"+p)
+// claimLocks are the claim locks of the capped processes procs, in
+// lock-key order (nil for none).
+func (s *Store) claimLocks(procs []string) []int64 {
+	var keys []int64
+	for _, p := range procs {
+		keys = append(keys, lockID(s.opts.Schema, "claim\x00"+p))
 	}
 	slices.Sort(keys)
-	b.Queue(s.q.lockKeys, keys)
+	return keys
+}
+
+// queueLockRunning queues in b the claim locks of the capped processes,
+// taken in lock-key order (claimLocks), and the count of their running
+// runs under them, into running.
+func (s *Store) queueLockRunning(b *pgx.Batch, procs []string, running map[string]int) {
+	b.Queue(s.q.lockKeys, s.claimLocks(procs))
 	b.Queue(s.q.runningCounts, procs).Query(func(rows pgx.Rows) error {
 		var p string
 		var n int

@@ -223,6 +223,10 @@ type Stats struct {
 	// Bulk are the transactions committed by the bulk writer: admission
 	// batches of many runs, committed apart from the other writes.
 	Bulk int64
+	// Deadlocks are the transactions that PostgreSQL failed to break a
+	// deadlock (after its deadlock_timeout); their commands were tried
+	// again, each in a transaction of its own.
+	Deadlocks int64
 }
 
 // Open connects to the database at url (a PostgreSQL connection string:

@@ -35,8 +35,13 @@ type keptSignal struct {
 // lock keyed by a hash of the schema and key, of a key space of its own
 // (the flow and process locks hash other prefixes).
 func (w *wtx) lockSignal(key string) error {
-	_, err := w.tx.Exec(w.ctx, w.s.q.lockKey, lockID(w.s.opts.Schema, "signal\x00"+key))
+	_, err := w.tx.Exec(w.ctx, w.s.q.lockKey, w.s.signalLock(key))
 	return err
+}
+
+// signalLock is the advisory lock key of the signals of key.
+func (s *Store) signalLock(key string) int64 {
+	return lockID(s.opts.Schema, "signal\x00"+key)
 }
 
 // takeSignal takes (deletes) the oldest signal kept for key that is
@@ -62,7 +67,7 @@ func (w *wtx) takeSignal(key string, now time.Time) (*keptSignal, error) {
 // waiting. Waking the run wakes the nodes, as an admission does.
 func (s *Store) Signal(ctx context.Context, req store.SignalRequest) (store.SignalResult, error) {
 	var res store.SignalResult
-	err := s.run(ctx, func(w *wtx) error {
+	err := s.runLocked(ctx, []int64{s.signalLock(req.Key)}, func(w *wtx) error {
 		res = store.SignalResult{}
 		return w.signal(&req, &res)
 	})

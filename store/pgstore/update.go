@@ -77,7 +77,14 @@ func (s *Store) Update(ctx context.Context, u store.Update) (store.UpdateResult,
 // updateLocked is an Update that reads its run first (see Update).
 func (s *Store) updateLocked(ctx context.Context, u store.Update, rule *store.Rule) (store.UpdateResult, error) {
 	var res store.UpdateResult
-	err := s.run(ctx, func(w *wtx) error {
+	var locks []int64
+	if u.Children != nil {
+		locks = s.admissionLocks([]store.Admission{*u.Children})
+	}
+	if rule.Effects == store.EffectsWait && u.Wait.Signal != "" {
+		locks = append(locks, s.signalLock(u.Wait.Signal))
+	}
+	err := s.runLocked(ctx, locks, func(w *wtx) error {
 		var err error
 		res, err = w.update(&u, rule)
 		return err

@@ -28,8 +28,13 @@ type cmd struct {
 	effFin   *effFinish
 	claim    *claimCmd
 	bulk     bool // committed by the bulk writer (see bulkRuns)
-	err      error
-	done     chan struct{}
+	// locks are the advisory lock keys the command takes whatever it
+	// finds (the admission locks of its bounded processes and its
+	// groups, the claim locks of its capped processes, a signal's key),
+	// taken for the whole batch before its first statement (batchLocks).
+	locks []int64
+	err   error
+	done  chan struct{}
 }
 
 // wtx is a writer's view of one batch transaction.
@@ -112,6 +117,43 @@ func (s *Store) run(ctx context.Context, fn func(w *wtx) error) error {
 	return s.do(ctx, &cmd{fn: fn})
 }
 
+// runLocked queues fn as a plain command that takes the advisory locks
+// keys (see cmd.locks).
+func (s *Store) runLocked(ctx context.Context, keys []int64, fn func(w *wtx) error) error {
+	return s.do(ctx, &cmd{fn: fn, locks: keys})
+}
+
+// batchLocks returns the advisory lock keys that the commands of a batch
+// declare, sorted and once each, when more than one command declares
+// some; nil otherwise.
+//
+// Each command takes its own locks in key order, but a transaction runs
+// several commands one after the other, and two transactions (the
+// group-commit writer's and the bulk writer's, or two nodes') whose
+// commands take the same locks in different command orders would wait on
+// each other: PostgreSQL breaks such a deadlock only after
+// deadlock_timeout (a second by default), fails one of the transactions,
+// and its commands are tried again one by one. Taken by the batch in one
+// statement, in key order, before any other lock of the transaction, the
+// locks of every transaction are taken in one order. A command takes its
+// locks again as it runs: an advisory lock its session holds is granted
+// at once.
+func batchLocks(cmds []*cmd) []int64 {
+	var keys []int64
+	n := 0
+	for _, c := range cmds {
+		if len(c.locks) > 0 {
+			keys = append(keys, c.locks...)
+			n++
+		}
+	}
+	if n < 2 {
+		return nil
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
+}
+
 // bulkRuns is the size from which an AdmitBatch is committed by the
 // store's bulk writer instead of the group-commit writers: a writer of
 // its own, on a connection of its own, whose transactions hold only such
@@ -162,7 +204,7 @@ func (s *Store) writer(shard int32, cmds chan *cmd) {
 // own, so one bad command cannot fail the others; a command that meets a
 // deadlock or a serialization failure alone is tried again a few times.
 func (s *Store) runBatch(batch []*cmd, shard int32) {
-	err := s.tryBatch(batch, shard)
+	err := s.countDeadlock(s.tryBatch(batch, shard))
 	if err != nil && len(batch) > 1 {
 		for _, c := range batch {
 			c.err = s.tryAlone(c, shard)
@@ -178,10 +220,22 @@ func (s *Store) runBatch(batch []*cmd, shard int32) {
 func (s *Store) tryAlone(c *cmd, shard int32) error {
 	var err error
 	for try := 0; try < 5; try++ {
-		if err = s.tryBatch([]*cmd{c}, shard); err == nil || !retryable(err) {
+		if err = s.countDeadlock(s.tryBatch([]*cmd{c}, shard)); err == nil || !retryable(err) {
 			break
 		}
 		time.Sleep(time.Duration(try+1) * 5 * time.Millisecond)
+	}
+	return err
+}
+
+// countDeadlock counts err in Stats.Deadlocks if PostgreSQL broke a
+// deadlock by failing the transaction, and returns it.
+func (s *Store) countDeadlock(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "40P01" {
+		s.statsMu.Lock()
+		s.stats.Deadlocks++
+		s.statsMu.Unlock()
 	}
 	return err
 }
@@ -239,6 +293,9 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 	// from callers none of which waits for another's, so their order in
 	// the transaction is free.
 	b := &pgx.Batch{}
+	if keys := batchLocks(cmds); keys != nil {
+		b.Queue(s.q.lockKeys, keys)
+	}
 	eff := w.heldOutcomesOf(finishes) // written with the held runs' ends, if any
 	after := []func() error{w.queueFinishMany(b, fins, eff), w.queueEffStartMany(b, starts), w.queueEffFinishMany(b, finishes, eff)}
 	for _, c := range claims {
