@@ -198,6 +198,29 @@ func storeAdmitCases() []Case {
 	}
 }
 
+// admitAsked admits n runs of one process and returns their ids, and the
+// ids to ask for: each run's id beside an id no run has.
+func (h *H) admitAsked(n int) (ids, asked []string) {
+	for i := range n {
+		r := h.Admit("p", "ev", map[string]int{"i": i})
+		ids = append(ids, r.ID)
+		asked = append(asked, r.ID, newID())
+	}
+	return ids, asked
+}
+
+// claimTo claims the run id and, unless to is running, ends its attempt
+// in to.
+func (h *H) claimTo(id string, to store.Status) {
+	r := h.Claim(id, "o", time.Minute)
+	if to == store.StatusRunning {
+		return
+	}
+	if _, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: to, Output: json.RawMessage(`7`)}); err != nil {
+		h.Fatal(err)
+	}
+}
+
 // storeRunCases: runs returned as copies, transitions and the run's
 // context.
 func storeRunCases() []Case {
@@ -215,16 +238,8 @@ func storeRunCases() []Case {
 		Case{Name: "Store/RunsByID", Fn: func(h *H) {
 			// Many runs in one read, each as Run returns it, each once
 			// however often its id is named; unknown ids are left out.
-			var ids, asked []string
-			for i := range 1200 {
-				r := h.Admit("p", "ev", map[string]int{"i": i})
-				ids = append(ids, r.ID)
-				asked = append(asked, r.ID, newID())
-			}
-			done := h.Claim(ids[7], "o", time.Minute)
-			if _, err := h.St.Update(h.Ctx(), store.Update{RunID: done.ID, Epoch: done.Epoch, Now: h.Now(), To: store.StatusCompleted, Output: json.RawMessage(`7`)}); err != nil {
-				h.Fatal(err)
-			}
+			ids, asked := h.admitAsked(1200)
+			h.claimTo(ids[7], store.StatusCompleted)
 			asked = append(asked, ids[0], ids[1199], ids[7])
 			got, err := h.St.RunsByID(h.Ctx(), asked)
 			expect(h, "err", err, nil)
@@ -254,20 +269,9 @@ func storeRunCases() []Case {
 			// How many of many runs exist and are final, each counted
 			// once however often its id is named; unknown ids and ids
 			// that are not text are not counted.
-			var ids, asked []string
-			for i := range 1200 {
-				r := h.Admit("p", "ev", map[string]int{"i": i})
-				ids = append(ids, r.ID)
-				asked = append(asked, r.ID, newID())
-			}
+			ids, asked := h.admitAsked(1200)
 			for i, to := range map[int]store.Status{7: store.StatusCompleted, 8: store.StatusErrored, 9: store.StatusRunning} {
-				r := h.Claim(ids[i], "o", time.Minute)
-				if to == store.StatusRunning {
-					continue
-				}
-				if _, err := h.St.Update(h.Ctx(), store.Update{RunID: r.ID, Epoch: r.Epoch, Now: h.Now(), To: to, Output: json.RawMessage(`7`)}); err != nil {
-					h.Fatal(err)
-				}
+				h.claimTo(ids[i], to)
 			}
 			asked = append(asked, ids[0], ids[1199], ids[7], ids[8], "a\x00\xff")
 			exist, final, err := h.St.CountEnded(h.Ctx(), asked)
