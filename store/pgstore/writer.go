@@ -124,8 +124,8 @@ func (s *Store) runLocked(ctx context.Context, keys []int64, fn func(w *wtx) err
 }
 
 // batchLocks returns the advisory lock keys that the commands of a batch
-// declare, sorted and once each, when more than one command declares
-// some; nil otherwise.
+// of several commands declare, sorted and once each; nil for a batch of
+// one command, which takes its own locks in key order.
 //
 // Each command takes its own locks in key order, but a transaction runs
 // several commands one after the other, and two transactions (the
@@ -134,20 +134,20 @@ func (s *Store) runLocked(ctx context.Context, keys []int64, fn func(w *wtx) err
 // each other: PostgreSQL breaks such a deadlock only after
 // deadlock_timeout (a second by default), fails one of the transactions,
 // and its commands are tried again one by one. Taken by the batch in one
-// statement, in key order, before any other lock of the transaction, the
-// locks of every transaction are taken in one order. A command takes its
-// locks again as it runs: an advisory lock its session holds is granted
-// at once.
+// statement, in key order, before any other lock of the transaction
+// (only a claim's flow locks, which depend on the runs it finds, come
+// after them), the locks of every transaction are taken in one order. A
+// command takes its locks again as it runs: an advisory lock its session
+// holds is granted at once.
 func batchLocks(cmds []*cmd) []int64 {
-	var keys []int64
-	n := 0
-	for _, c := range cmds {
-		if len(c.locks) > 0 {
-			keys = append(keys, c.locks...)
-			n++
-		}
+	if len(cmds) < 2 {
+		return nil
 	}
-	if n < 2 {
+	var keys []int64
+	for _, c := range cmds {
+		keys = append(keys, c.locks...)
+	}
+	if len(keys) == 0 {
 		return nil
 	}
 	slices.Sort(keys)
