@@ -320,6 +320,50 @@ func chainSeqs(schema, p string) string {
 	return `SELECT seq FROM ` + schema + `run_ids WHERE correlation_id = ` + p + ` OR (id = ` + p + ` AND correlation_id IS NULL)`
 }
 
+// arrayRows is a FROM item of the rows of parallel arrays, as
+// unnest(arrays) AS alias(names) is: row k holds element k of each array
+// (NULL past the end of a shorter one). With one name more than arrays,
+// the last is the row's position from 1, as WITH ORDINALITY gives it.
+// arrays and names are comma-separated lists.
+//
+// Each array is unnested in a select list, where PostgreSQL steps through
+// them together, row by row: a multi-argument unnest in FROM first copies
+// each array into a tuple store of its own. For the admission of 500 runs
+// (14 arrays) that copy was a sixth of the statement: 10.6-12.9 µs of
+// execution a run against 8.7-10.6 (300 admissions each way, alternating,
+// three rounds on a local server). For the few dozen rows of a batch's
+// attempt ends no difference was measured, and the statements of a few
+// rows keep unnest.
+func arrayRows(alias, names, arrays string) string {
+	ns := splitList(names)
+	as := splitList(arrays)
+	if len(ns) != len(as) && len(ns) != len(as)+1 {
+		panic("pgstore: arrayRows: " + strconv.Itoa(len(ns)) + " names for " + strconv.Itoa(len(as)) + " arrays")
+	}
+	var b strings.Builder
+	b.WriteString("(SELECT ")
+	for k, a := range as {
+		if k > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("unnest(" + a + ") AS " + ns[k])
+	}
+	if len(ns) > len(as) {
+		b.WriteString(", generate_series(1, cardinality(" + as[0] + ")) AS " + ns[len(as)])
+	}
+	b.WriteString(") AS " + alias)
+	return b.String()
+}
+
+// splitList splits a comma-separated list, trimming each item.
+func splitList(l string) []string {
+	items := strings.Split(l, ",")
+	for k := range items {
+		items[k] = strings.TrimSpace(items[k])
+	}
+	return items
+}
+
 // insRunRows is the statement that inserts runs from parallel arrays, one
 // row each, in order, with their run_ids rows, and returns each inserted
 // run's seq and id: $1 to $14 the runs' columns (runRows.args). Keyed, $15
@@ -342,10 +386,9 @@ func insRunRows(keyed bool) string {
 				priority, rate_key, conc_key, retry_at, group_key)
 			SELECT i.id, i.process, i.event, i.corr, i.parent, i.depth, 'idle', i.payload, i.context, ` + idemVal + `i.created, i.priority,
 				i.rate_key, i.conc_key, i.retry_at, i.group_key
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[], $9::bigint[],
-				$10::int[], $11::text[], $12::text[], $13::bigint[], $14::text[]` + idemArg + `)
-				WITH ORDINALITY AS i(id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at,
-					group_key` + idemName + `, ord)` + where + `
+			FROM ` + arrayRows("i", `id, process, event, corr, parent, depth, payload, context, created, priority, rate_key, conc_key, retry_at,
+					group_key`+idemName+`, ord`, `$1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::bytea[], $8::bytea[],
+				$9::bigint[], $10::int[], $11::text[], $12::text[], $13::bigint[], $14::text[]`+idemArg) + where + `
 			ORDER BY i.ord` + conflict + `
 			RETURNING seq, id, correlation_id, parent_id),
 		m AS (INSERT INTO $S.run_ids (id, seq, correlation_id, parent_id) SELECT id, seq, correlation_id, parent_id FROM r)
