@@ -24,11 +24,7 @@ import (
 func TestBatchLocksInOneOrder(t *testing.T) {
 	dir := t.TempDir()
 	a := openIn(t, dir, pgstore.Options{})
-	b, err := pgstore.Open(context.Background(), pgURL(t), pgstore.Options{Schema: schemaFor(dir)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openIn(t, dir, pgstore.Options{Schema: a.Schema()})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	deadlocks := func() int64 { return a.Stats().Deadlocks + b.Stats().Deadlocks }

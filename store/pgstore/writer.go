@@ -231,8 +231,7 @@ func (s *Store) tryAlone(c *cmd, shard int32) error {
 // countDeadlock counts err in Stats.Deadlocks if PostgreSQL broke a
 // deadlock by failing the transaction, and returns it.
 func (s *Store) countDeadlock(err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "40P01" {
+	if sqlState(err) == "40P01" {
 		s.statsMu.Lock()
 		s.stats.Deadlocks++
 		s.statsMu.Unlock()
@@ -242,11 +241,18 @@ func (s *Store) countDeadlock(err error) error {
 
 // retryable reports a failure that the same transaction may not meet again.
 func retryable(err error) bool {
+	c := sqlState(err)
+	return c == "40001" || c == "40P01" // serialization failure, deadlock
+}
+
+// sqlState is the SQLSTATE code of the PostgreSQL error err wraps; "" if
+// it wraps none.
+func sqlState(err error) string {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
-		return pe.Code == "40001" || pe.Code == "40P01" // serialization failure, deadlock
+		return pe.Code
 	}
-	return false
+	return ""
 }
 
 // tryBatch runs cmds in one transaction. Store sentinel errors are
