@@ -38,7 +38,7 @@ func TestExporter(t *testing.T) {
 	}})
 	x := prommetrics.New(eng, prommetrics.Options{
 		Writer: func() prommetrics.WriterStats {
-			return prommetrics.WriterStats{Commits: 10, Commands: 40, Busy: 2 * time.Second}
+			return prommetrics.WriterStats{Commits: 10, Commands: 40, Busy: 2 * time.Second, Deadlocks: 3}
 		},
 		Replication: func() prommetrics.ReplicationState {
 			return prommetrics.ReplicationState{LastSync: time.Unix(1700000000, 0), Lag: 1500 * time.Millisecond, Stalled: true}
@@ -90,6 +90,7 @@ func TestExporter(t *testing.T) {
 		`yella_store_commits_total 10`,
 		`yella_store_commands_total 40`,
 		`yella_store_commit_seconds_total 2`,
+		`yella_store_deadlocks_total 3`,
 		`yella_replication_lag_seconds 1.5`,
 		`yella_replication_last_sync_timestamp_seconds 1.7e+09`,
 		`yella_replication_stalled 1`,

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -268,8 +269,19 @@ func TestServersShareAPostgresDatabase(t *testing.T) {
 	if page := get(baseB, "/nodes", nil); !strings.Contains(page, na.Self) || !strings.Contains(page, nb.Self) || !strings.Contains(page, "2 live, 0 gone") {
 		t.Errorf("the dashboard's nodes page does not list both nodes")
 	}
-	if m := get(baseA, "/metrics", nil); !strings.Contains(m, `yella_nodes{state="live"} 2`) {
+	m := get(baseA, "/metrics", nil)
+	if !strings.Contains(m, `yella_nodes{state="live"} 2`) {
 		t.Errorf("/metrics lacks yella_nodes{state=\"live\"} 2")
+	}
+	// A's writer committed the runs emitted through it: its commit time
+	// is counted, and its deadlocks (none) reported.
+	var commits, commitSecs float64
+	for _, line := range strings.Split(m, "\n") {
+		fmt.Sscanf(line, "yella_store_commits_total %g", &commits)
+		fmt.Sscanf(line, "yella_store_commit_seconds_total %g", &commitSecs)
+	}
+	if commits == 0 || commitSecs <= 0 || !strings.Contains(m, "\nyella_store_deadlocks_total 0\n") {
+		t.Errorf("/metrics: %v commits in %v s, deadlocks_total 0 %v", commits, commitSecs, strings.Contains(m, "yella_store_deadlocks_total 0"))
 	}
 
 	for name, c := range map[string]*child{"A": a, "B": b} {

@@ -121,7 +121,7 @@ func (c *serveConfig) openStore(ctx context.Context, log *slog.Logger) (st store
 		c.schema = schema
 		return pg, func() prommetrics.WriterStats {
 			st := pg.Stats()
-			return prommetrics.WriterStats{Commits: st.Batches, Commands: st.Commands}
+			return prommetrics.WriterStats{Commits: st.Batches, Commands: st.Commands, Busy: time.Duration(st.CommitNanos), Deadlocks: st.Deadlocks}
 		}, false, nil
 	}
 	st, sstats, created, err := c.openSQLite(log)

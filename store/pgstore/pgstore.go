@@ -211,7 +211,11 @@ var (
 type Stats struct {
 	Batches  int64 // transactions committed
 	Commands int64 // writes committed in them
-	Notifies int64 // wake-up notifications sent
+	// CommitNanos is the time the writers spent in the transactions
+	// committed, from taking a connection to COMMIT's answer: divided by
+	// Batches, the mean latency of a write's commit.
+	CommitNanos int64
+	Notifies    int64 // wake-up notifications sent
 	// HeldEnds are the attempt ends committed that named their runs by
 	// the seqs their claims returned (heldRuns) and read back only what
 	// the claims did not.
@@ -223,7 +227,7 @@ type Stats struct {
 	// Bulk are the transactions committed by the bulk writer: admission
 	// batches of many runs, committed apart from the other writes.
 	Bulk int64
-	// Deadlocks are the transactions that PostgreSQL failed to break a
+	// Deadlocks counts the transactions PostgreSQL failed to break a
 	// deadlock (after its deadlock_timeout); their commands were tried
 	// again, each in a transaction of its own.
 	Deadlocks int64

@@ -258,6 +258,7 @@ func sqlState(err error) string {
 // tryBatch runs cmds in one transaction. Store sentinel errors are
 // per-command results; any other error fails the transaction.
 func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
+	start := time.Now()
 	ctx := s.bgCtxOrBackground()
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -324,7 +325,7 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 		for _, f := range after {
 			_ = f() // with w.committed set, it fails no command: the batch committed
 		}
-		s.batchCommitted(w, len(cmds), notified, true)
+		s.batchCommitted(w, len(cmds), start, notified, true)
 		return nil
 	}
 	if b.Len() > 0 {
@@ -379,14 +380,14 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 		return err
 	}
 	committed = true
-	s.batchCommitted(w, len(cmds), notified, false)
+	s.batchCommitted(w, len(cmds), start, notified, false)
 	return nil
 }
 
 // batchCommitted does what follows the commit of a batch of n commands
-// (in one round trip: oneTrip): its follow-up runs are answered, the
-// nodes woken, the batch counted.
-func (s *Store) batchCommitted(w *wtx, n int, notified, oneTrip bool) {
+// (in one round trip: oneTrip), begun at start: its follow-up runs are
+// answered, the nodes woken, the batch and its time counted.
+func (s *Store) batchCommitted(w *wtx, n int, start time.Time, notified, oneTrip bool) {
 	for _, f := range w.follow {
 		f.admitted(&s.held)
 	}
@@ -396,6 +397,7 @@ func (s *Store) batchCommitted(w *wtx, n int, notified, oneTrip bool) {
 	s.statsMu.Lock()
 	s.stats.Batches++
 	s.stats.Commands += int64(n)
+	s.stats.CommitNanos += time.Since(start).Nanoseconds()
 	s.stats.HeldEnds += int64(w.held)
 	if oneTrip {
 		s.stats.OneTrip++
