@@ -38,7 +38,16 @@ var profileOnce sync.Once
 
 // pgRuns is the number of runs (chain: roots twice this, halved) each
 // PostgreSQL drain measures; pgEmits the number of sequential emits.
-var pgRuns, pgEmits = 20000, 2000
+//
+// A drain of 100,000 runs lasts 5 to 15 s on a 2-core machine. Drains of
+// 20,000 (1.5 to 2.5 s) gave ratios to the floor that moved by 20 points
+// or more from pair to pair, and medians below those of 50,000, 100,000
+// and 200,000 runs, which agreed with each other (one effect end to end,
+// one engine process: 62% of the floor, then 77%, 81% and 77%): a window
+// of two seconds measures the first seconds of a drain (the first
+// admission's wait, the writer's first transactions on an empty table)
+// and the host's speed of that moment more than the drain.
+var pgRuns, pgEmits = 100000, 2000
 
 type pgWorkload struct {
 	event string

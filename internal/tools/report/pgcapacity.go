@@ -14,12 +14,15 @@ import (
 // `go run ./examples/capacity -store postgres -json FILE` writes, with the
 // medians of its repetitions.
 type PGCapacity struct {
-	Machine string     `json:"machine"`
-	Server  string     `json:"server"`
-	Command string     `json:"command"`
-	Reps    int        `json:"reps"`
-	Medians []PGResult `json:"medians"`
-	file    string     // the JSON's file name
+	Machine string `json:"machine"`
+	Server  string `json:"server"`
+	Command string `json:"command"`
+	Reps    int    `json:"reps"`
+	// RunsPerDrain is the runs each drain measured (a chain's: its roots
+	// and their follow-ups); 0 in runs that did not record it.
+	RunsPerDrain int        `json:"runs_per_drain"`
+	Medians      []PGResult `json:"medians"`
+	file         string     // the JSON's file name
 }
 
 // PGResult is one measurement of a PGCapacity run.
@@ -85,7 +88,11 @@ func (p *page) postgres() {
 	w("")
 	w("- %s", strings.TrimPrefix(c.Machine, "machine: "))
 	w("- %s", strings.TrimPrefix(c.Server, "server: "))
-	w("- `%s`, medians of %d repetitions: [json](%s) / [txt](%s)", c.Command, c.Reps, base, strings.TrimSuffix(base, ".json")+".txt")
+	drain := ""
+	if c.RunsPerDrain > 0 {
+		drain = fmt.Sprintf(", %d runs a drain", c.RunsPerDrain)
+	}
+	w("- `%s`, medians of %d repetitions%s: [json](%s) / [txt](%s)", c.Command, c.Reps, drain, base, strings.TrimSuffix(base, ".json")+".txt")
 	w("")
 	w("| Drain | Floor | 1 engine process | 2 processes | 4 processes | WAL per run (floor / engine) | Rows, bytes per run (engine) | SQLite, one process |")
 	w("|---|---|---|---|---|---|---|---|")

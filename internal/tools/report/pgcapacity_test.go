@@ -31,7 +31,7 @@ func TestNaturalLess(t *testing.T) {
 // figures of a capacity run beside their floor, a workload without both
 // not at all, and no end-to-end table for a run that has none.
 func TestPGCapacityEndToEnd(t *testing.T) {
-	run := &PGCapacity{Machine: "machine: m", Server: "server: s", Command: "c", Reps: 3, file: "postgres-x.json", Medians: []PGResult{
+	run := &PGCapacity{Machine: "machine: m", Server: "server: s", Command: "c", Reps: 3, RunsPerDrain: 100000, file: "postgres-x.json", Medians: []PGResult{
 		{Name: "floor-noop", PerSec: 20000, WALPerRun: 450},
 		{Name: "noop-1p", PerSec: 14000, WALPerRun: 720, OfFloor: 0.7},
 		{Name: "floor-e2e-noop", PerSec: 10000, WALPerRun: 600},
@@ -44,6 +44,7 @@ func TestPGCapacityEndToEnd(t *testing.T) {
 	for _, want := range []string{
 		"| Workload | Floor end to end | 1 engine process end to end | WAL per run (floor / engine) |",
 		"| no-op runs | 10000 runs/s | 7500 runs/s (**75%**) | 600 B / 1300 B |",
+		"medians of 3 repetitions, 100000 runs a drain:",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("page lacks %q:\n%s", want, out)
