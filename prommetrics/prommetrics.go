@@ -28,10 +28,10 @@ type WriterStats struct {
 	Commits  int64         // transactions committed
 	Commands int64         // state changes committed in them
 	Busy     time.Duration // time spent committing
-	// Deadlocks counts the transactions the database failed to break a
-	// deadlock (a shared store's writers, or two nodes, waiting on each
-	// other); their writes were tried again. Always 0 with SQLite's one
-	// writer.
+	// Deadlocks counts the transactions that met a deadlock (a shared
+	// store's writers, or two nodes, waiting on each other), which the
+	// database broke by failing them; their writes were tried again.
+	// Always 0 with SQLite's one writer.
 	Deadlocks int64
 }
 
@@ -166,7 +166,7 @@ var (
 	descCommits  = prometheus.NewDesc("yella_store_commits_total", "Store writer transactions committed.", nil, nil)
 	descCommands = prometheus.NewDesc("yella_store_commands_total", "State changes committed; divided by commits, the mean batch size.", nil, nil)
 	descBusy     = prometheus.NewDesc("yella_store_commit_seconds_total", "Time spent committing; divided by commits, the mean commit latency.", nil, nil)
-	descDeadlock = prometheus.NewDesc("yella_store_deadlocks_total", "Store writer transactions failed to break a deadlock; their writes were tried again.", nil, nil)
+	descDeadlock = prometheus.NewDesc("yella_store_deadlocks_total", "Store writer transactions that met a deadlock, failed by the database to break it; their writes were tried again.", nil, nil)
 	descLag      = prometheus.NewDesc("yella_replication_lag_seconds", "Time since the last successful replica sync.", nil, nil)
 	descLastSync = prometheus.NewDesc("yella_replication_last_sync_timestamp_seconds", "Unix time of the last successful replica sync (0: never).", nil, nil)
 	descStalled  = prometheus.NewDesc("yella_replication_stalled", "1 while replication is stalled: the replica stopped following the database (the reason is in /api/health).", nil, nil)

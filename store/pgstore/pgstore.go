@@ -227,9 +227,9 @@ type Stats struct {
 	// Bulk are the transactions committed by the bulk writer: admission
 	// batches of many runs, committed apart from the other writes.
 	Bulk int64
-	// Deadlocks counts the transactions PostgreSQL failed to break a
-	// deadlock (after its deadlock_timeout); their commands were tried
-	// again, each in a transaction of its own.
+	// Deadlocks counts the transactions that met a deadlock, which
+	// PostgreSQL broke by failing them (after its deadlock_timeout);
+	// their commands were tried again, each in a transaction of its own.
 	Deadlocks int64
 }
 
