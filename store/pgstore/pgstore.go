@@ -212,8 +212,8 @@ type Stats struct {
 	Batches  int64 // transactions committed
 	Commands int64 // writes committed in them
 	// CommitNanos is the time the writers spent in the transactions
-	// committed, from taking a connection to COMMIT's answer: divided by
-	// Batches, the mean latency of a write's commit.
+	// committed, from asking the pool for a connection to COMMIT's
+	// answer: divided by Batches, the mean latency of a write's commit.
 	CommitNanos int64
 	Notifies    int64 // wake-up notifications sent
 	// HeldEnds are the attempt ends committed that named their runs by

@@ -321,11 +321,12 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 		if err := sendEnd(ctx, pc.Conn(), b); err != nil {
 			return err
 		}
+		took := time.Since(start) // the reads after the commit are not its time
 		committed, w.committed = true, true
 		for _, f := range after {
 			_ = f() // with w.committed set, it fails no command: the batch committed
 		}
-		s.batchCommitted(w, len(cmds), start, notified, true)
+		s.batchCommitted(w, len(cmds), took, notified, true)
 		return nil
 	}
 	if b.Len() > 0 {
@@ -380,14 +381,15 @@ func (s *Store) tryBatch(cmds []*cmd, shard int32) error {
 		return err
 	}
 	committed = true
-	s.batchCommitted(w, len(cmds), start, notified, false)
+	s.batchCommitted(w, len(cmds), time.Since(start), notified, false)
 	return nil
 }
 
 // batchCommitted does what follows the commit of a batch of n commands
-// (in one round trip: oneTrip), begun at start: its follow-up runs are
-// answered, the nodes woken, the batch and its time counted.
-func (s *Store) batchCommitted(w *wtx, n int, start time.Time, notified, oneTrip bool) {
+// (in one round trip: oneTrip), which took took from asking for a
+// connection to COMMIT's answer: its follow-up runs are answered, the
+// nodes woken, the batch and its time counted.
+func (s *Store) batchCommitted(w *wtx, n int, took time.Duration, notified, oneTrip bool) {
 	for _, f := range w.follow {
 		f.admitted(&s.held)
 	}
@@ -397,7 +399,7 @@ func (s *Store) batchCommitted(w *wtx, n int, start time.Time, notified, oneTrip
 	s.statsMu.Lock()
 	s.stats.Batches++
 	s.stats.Commands += int64(n)
-	s.stats.CommitNanos += time.Since(start).Nanoseconds()
+	s.stats.CommitNanos += took.Nanoseconds()
 	s.stats.HeldEnds += int64(w.held)
 	if oneTrip {
 		s.stats.OneTrip++
